@@ -1,0 +1,144 @@
+"""Named corpora resolved to local files under `data/<name>/`.
+
+On first use each file is downloaded from its canonical address (or, when the environment
+variable MT_DATA_MIRROR names a folder, copied from `$MT_DATA_MIRROR/<name>/<file>`), its sha256
+checked, and only then renamed into place, so an interrupted or corrupt fetch never leaves a
+partial file behind. MT_DATA_DIR moves the data folder (default: `data` in the working directory).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mt.errors import UserError
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    name: str  # file name under data/<corpus>/
+    url: str
+    sha256: str | None  # None where upstream publishes no stable file (tatoeba is re-exported often)
+    member: str | None = None  # the file to take out of a zip archive at `url`
+
+
+_MULTI30K = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/"
+_MULTI30K_SHA256 = {
+    "train.fr.gz": "622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c",
+    "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
+    "val.fr.gz": "ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9",
+    "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+    "test_2016_flickr.fr.gz": "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90",
+    "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+    "test_2017_flickr.fr.gz": "3ba671ceb2299f3304ffafefea7a833d08632fbaf0ba18546f8a2ec2391af496",
+    "test_2017_flickr.en.gz": "76a444ee25172e72695cddb13ae4a3bda59430617be88e0bb46b60504f054074",
+}
+
+CORPORA: dict[str, list[RemoteFile]] = {
+    "tinyshakespeare": [
+        RemoteFile(
+            "input.txt",
+            "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
+            "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+        )
+    ],
+    "multi30k": [RemoteFile(name, _MULTI30K + name, sha) for name, sha in _MULTI30K_SHA256.items()],
+    "tatoeba": [RemoteFile("eng-fra.tsv", "https://www.manythings.org/anki/fra-eng.zip", None, member="fra.txt")],
+}
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("MT_DATA_DIR", "data"))
+
+
+def corpus_file(corpus: str, name: str) -> Path:
+    """Path of one file of a catalog corpus, fetched on first use."""
+    files = _files(corpus)
+    for rf in files:
+        if rf.name == name:
+            return _ensure(corpus, rf)
+    raise UserError(f"corpus '{corpus}' has no file '{name}' (it has: {', '.join(f.name for f in files)})")
+
+
+def fetch(corpus: str) -> Path:
+    """Make every file of `corpus` present under data/<corpus>/ and return that folder."""
+    for rf in _files(corpus):
+        _ensure(corpus, rf)
+    return data_dir() / corpus
+
+
+def _files(corpus: str) -> list[RemoteFile]:
+    if corpus not in CORPORA:
+        close = difflib.get_close_matches(corpus, CORPORA, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(CORPORA)}"
+        raise UserError(f"unknown corpus '{corpus}' ({hint})")
+    return CORPORA[corpus]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _ensure(corpus: str, rf: RemoteFile) -> Path:
+    target = data_dir() / corpus / rf.name
+    if target.is_file() and target.stat().st_size > 0:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{rf.name}.", suffix=".part", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        mirror = os.environ.get("MT_DATA_MIRROR")
+        if mirror:
+            source = Path(mirror) / corpus / rf.name
+            if not source.is_file():
+                raise UserError(f"MT_DATA_MIRROR is set but {source} does not exist; fix the mirror or unset MT_DATA_MIRROR to download")
+            shutil.copyfile(source, tmp)
+        else:
+            source = rf.url
+            _download(rf, tmp, target)
+        if tmp.stat().st_size == 0:
+            raise UserError(f"{source} is empty; fetch '{corpus}' again or replace the file")
+        if rf.sha256:
+            got = _sha256(tmp)
+            if got != rf.sha256:
+                raise UserError(
+                    f"{source}: sha256 {got} does not match the expected {rf.sha256}; "
+                    "the file is corrupt or not the published one, replace it"
+                )
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def _download(rf: RemoteFile, tmp: Path, target: Path) -> None:
+    print(f"downloading {rf.url}", flush=True)
+    try:
+        with urllib.request.urlopen(rf.url, timeout=60) as response, open(tmp, "wb") as out:
+            shutil.copyfileobj(response, out, 1 << 20)
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise UserError(
+            f"cannot download {rf.url} ({reason}); offline, set MT_DATA_MIRROR to a folder holding "
+            f"<corpus>/{rf.name} or place the file at {target}"
+        ) from None
+    if rf.member:
+        try:
+            with zipfile.ZipFile(tmp) as archive:
+                data = archive.read(rf.member)
+        except (zipfile.BadZipFile, KeyError) as e:
+            raise UserError(f"{rf.url}: not a zip archive holding {rf.member} ({e})") from None
+        tmp.write_bytes(data)

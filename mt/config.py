@@ -1,0 +1,251 @@
+"""Recipes: a typed dataclass tree, a strict YAML loader and dotted `section.key=value` overrides.
+
+Every key is checked: an unknown key, a wrong type or a missing required field is a one-line
+UserError naming the key (and, for a typo, the closest valid name).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+
+from mt.errors import UserError
+
+# A corpus is a catalog name ("multi30k", "multi30k:test_2017_flickr") or a mapping handed to
+# `datasets.load_dataset` (see mt/parallel_data.py).
+CorpusSpec = Union[str, dict]
+
+
+@dataclass
+class DataConfig:
+    corpus: str | None = None  # language modelling: a catalog corpus of plain text
+    block_size: int = 256  # language modelling: context length in tokens
+    src_lang: str = "fr"
+    tgt_lang: str = "en"
+    train: list[CorpusSpec] = field(default_factory=list)  # translation: concatenated
+    valid: CorpusSpec | None = None
+    test: CorpusSpec | None = None
+    max_len: int = 128  # translation: longer pairs (in tokens) are dropped
+    max_len_ratio: float = 3.0  # translation: pairs whose token lengths differ more are dropped
+    max_tokens: int = 4096  # translation: tokens per batch (source or target, the larger)
+
+
+@dataclass
+class TokenizerConfig:
+    kind: Literal["char", "sentencepiece"] = "char"
+    vocab_size: int = 8000
+    model_type: Literal["unigram", "bpe"] = "unigram"
+    sampling_alpha: float = 0.0  # > 0: subword regularization while training (unigram only)
+
+
+@dataclass
+class ModelConfig:
+    arch: Literal["gpt", "bigram", "transformer"] = "gpt"
+    n_layer: int = 6  # gpt
+    enc_layers: int = 6  # transformer
+    dec_layers: int = 6  # transformer
+    n_head: int = 6
+    d_model: int = 384
+    d_ff: int | None = None  # default 4 * d_model
+    dropout: float = 0.0
+    bias: bool = True
+    positions: Literal["learned", "sinusoidal"] = "learned"
+    tie_output: bool = True  # output projection shares the embedding matrix
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = 64  # language modelling: sequences per step
+    max_steps: int = 5000
+    max_minutes: float | None = None  # wall-clock budget; stop, evaluate, checkpoint when spent
+    lr: float = 1e-3
+    min_lr: float | None = None  # cosine floor; default lr / 10
+    schedule: Literal["cosine", "inverse_sqrt"] = "cosine"
+    warmup_steps: int = 100
+    weight_decay: float = 0.1
+    beta2: float = 0.99
+    grad_clip: float = 1.0
+    label_smoothing: float = 0.0
+    eval_every: int = 250
+    eval_batches: int = 200  # language modelling: batches averaged per loss estimate
+    patience: int | None = None  # stop after this many evaluations without improvement
+    log_every: int = 10  # steps between progress-bar updates (each one syncs the device)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    compile: bool = False
+
+
+@dataclass
+class DecodeConfig:
+    beam: int = 5
+    length_penalty: float = 1.0
+
+
+@dataclass
+class Config:
+    name: str
+    out_dir: str | None = None  # default runs/<name>
+    seed: int = 1337
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.out_dir) if self.out_dir else Path("runs") / self.name
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and validation
+
+
+def _type_name(tp) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is list:
+        return f"list of {_type_name(typing.get_args(tp)[0])}"
+    return {type(None): "null", dict: "mapping"}.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _coerce(value: Any, tp, key: str):
+    """Return `value` checked against the annotation `tp`, or raise UserError naming `key`."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        for option in typing.get_args(tp):
+            try:
+                return _coerce(value, option, key)
+            except UserError:
+                pass
+    elif origin is Literal:
+        if value in typing.get_args(tp):
+            return value
+    elif origin is list:
+        if isinstance(value, list):
+            return [_coerce(v, typing.get_args(tp)[0], key) for v in value]
+    elif tp is type(None):
+        if value is None:
+            return None
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(value, tp):
+        return value
+    raise UserError(f"{key}: expected {_type_name(tp)}, got {value!r}")
+
+
+def _build(cls, raw: dict, prefix: str, source: str):
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    for key in raw:
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" (did you mean '{prefix}{close[0]}'?)" if close else f" (valid: {', '.join(names)})"
+            raise UserError(f"{source}: unknown key '{prefix}{key}'{hint}")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        key = prefix + f.name
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            section = raw.get(f.name, {})
+            if section is None:
+                section = {}
+            if not isinstance(section, dict):
+                raise UserError(f"{source}: '{key}' must be a mapping of keys, got {section!r}")
+            kwargs[f.name] = _build(tp, section, key + ".", source)
+        elif f.name in raw:
+            kwargs[f.name] = _coerce(raw[f.name], tp, f"{source}: {key}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise UserError(f"{source}: missing required key '{key}'")
+    return cls(**kwargs)
+
+
+def _apply_override(raw: dict, override: str) -> None:
+    if "=" not in override:
+        raise UserError(f"override '{override}' must look like section.key=value (e.g. train.max_steps=100)")
+    dotted, text = override.split("=", 1)
+    try:
+        value = yaml.safe_load(text) if text else ""
+    except yaml.YAMLError:
+        value = text
+    *sections, last = dotted.strip().split(".")
+    node = raw
+    for s in sections:
+        child = node.setdefault(s, {})
+        if not isinstance(child, dict):  # e.g. "name.x=1"; _build reports the bad key
+            child = node[s] = {}
+        node = child
+    node[last] = value
+
+
+def _check(cfg: Config, source: str) -> None:
+    m, d, t = cfg.model, cfg.data, cfg.train
+    positive = {
+        "model.n_head": m.n_head, "model.d_model": m.d_model, "data.block_size": d.block_size,
+        "data.max_len": d.max_len, "data.max_tokens": d.max_tokens, "train.batch_size": t.batch_size,
+        "train.max_steps": t.max_steps, "train.eval_every": t.eval_every,
+        "train.eval_batches": t.eval_batches, "train.log_every": t.log_every,
+        "tokenizer.vocab_size": cfg.tokenizer.vocab_size, "decode.beam": cfg.decode.beam,
+    }
+    for key, value in positive.items():
+        if value <= 0:
+            raise UserError(f"{source}: {key} must be positive, got {value}")
+    if m.d_model % m.n_head:
+        raise UserError(f"{source}: model.d_model ({m.d_model}) must be divisible by model.n_head ({m.n_head})")
+    if not 0.0 <= m.dropout < 1.0:
+        raise UserError(f"{source}: model.dropout must be in [0, 1), got {m.dropout}")
+    if t.lr <= 0 or t.warmup_steps < 0:
+        raise UserError(f"{source}: train.lr must be positive and train.warmup_steps non-negative")
+    if m.arch in ("gpt", "bigram") and not d.corpus:
+        raise UserError(f"{source}: model.arch '{m.arch}' needs data.corpus (e.g. data.corpus: tinyshakespeare)")
+    if m.arch == "transformer" and not (d.train and d.valid):
+        raise UserError(f"{source}: model.arch 'transformer' needs data.train and data.valid corpora")
+
+
+def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
+    """Read a recipe, apply `section.key=value` overrides, validate, and return a Config."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"recipe '{path}' not found (recipes live in recipes/, e.g. recipes/shakespeare_char.yaml)")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise UserError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    raw = raw or {}
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: a recipe must be a mapping of keys, got {type(raw).__name__}")
+    for o in overrides:
+        _apply_override(raw, o)
+    source = str(path) + (" (with overrides)" if overrides else "")
+    cfg = _build(Config, raw, "", source)
+    _check(cfg, source)
+    return cfg
+
+
+def config_from_dict(raw: dict, source: str = "config") -> Config:
+    """Rebuild a Config saved in a run directory."""
+    cfg = _build(Config, raw, "", source)
+    _check(cfg, source)
+    return cfg
+
+
+def save_config(cfg: Config, path: Path) -> None:
+    path.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True), encoding="utf-8")

@@ -1,0 +1,99 @@
+"""The language-modelling task: a plain-text corpus, random contiguous blocks, next-token loss.
+
+The first 90% of the text trains, the last 10% validates. The whole corpus is encoded once and
+kept on the training device as one tensor, so a batch is a single gather with no host copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from mt import catalog
+from mt.config import Config
+from mt.errors import UserError
+from mt.model import token_loss
+from mt.tokenizer import CharTokenizer, SentencePieceTokenizer, Tokenizer, load_tokenizer
+
+TEXT_FILES = {"tinyshakespeare": "input.txt"}
+
+
+def read_corpus_text(corpus: str) -> str:
+    if corpus not in TEXT_FILES:
+        raise UserError(f"data.corpus '{corpus}' is not a plain-text corpus (language modelling takes: {', '.join(TEXT_FILES)})")
+    path = catalog.corpus_file(corpus, TEXT_FILES[corpus])
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: invalid UTF-8 at byte {e.start}") from None
+
+
+class LanguageModelTask:
+    """Batches, loss and evaluation for decoder-only models (gpt, bigram)."""
+
+    best_metric, higher_is_better = "val_loss", False
+
+    def __init__(self, cfg: Config, run_dir: Path, device: torch.device, resume: bool):
+        text = read_corpus_text(cfg.data.corpus)
+        if resume:
+            self.tokenizer: Tokenizer = load_tokenizer(run_dir)
+        elif cfg.tokenizer.kind == "char":
+            self.tokenizer = CharTokenizer.train([text])
+        else:
+            lines = [line for line in text.splitlines() if line.strip()]
+            self.tokenizer = SentencePieceTokenizer.train(lines, cfg.tokenizer.vocab_size, cfg.tokenizer.model_type)
+        self.tokenizer.save(run_dir)
+        ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.long)
+        n_train = int(0.9 * len(ids))
+        self.splits = {"train": ids[:n_train].to(device), "val": ids[n_train:].to(device)}
+        self.block_size, self.batch_size, self.device = cfg.data.block_size, cfg.train.batch_size, device
+        self.eval_batches, self.seed = cfg.train.eval_batches, cfg.seed
+        shortest = min(len(s) for s in self.splits.values())
+        if shortest <= self.block_size:
+            raise UserError(
+                f"data.block_size {self.block_size} is not shorter than the validation text ({shortest} tokens); lower it"
+            )
+        self.generator = torch.Generator().manual_seed(cfg.seed)  # the training batches' only randomness
+        self.offsets = torch.arange(self.block_size + 1, device=device)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.vocab_size
+
+    def batch(self, split: str, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        data = self.splits[split]
+        starts = torch.randint(len(data) - self.block_size, (self.batch_size, 1), generator=generator)
+        chunk = data[starts.to(self.device, non_blocking=True) + self.offsets]  # (B, T + 1)
+        return chunk[:, :-1], chunk[:, 1:]
+
+    def train_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        while True:
+            yield self.batch("train", self.generator)
+
+    def batch_tokens(self, batch) -> int:
+        return batch[0].numel()
+
+    def loss(self, model, batch, label_smoothing: float = 0.0) -> torch.Tensor:
+        x, y = batch
+        return token_loss(model(x), y, label_smoothing)
+
+    @torch.no_grad()
+    def evaluate(self, model, autocast) -> dict:
+        """Mean loss over the same `eval_batches` batches of each split at every evaluation."""
+        results = {}
+        for split in ("train", "val"):
+            generator = torch.Generator().manual_seed(self.seed + 1)
+            total = torch.zeros((), device=self.device)
+            for _ in range(self.eval_batches):
+                with autocast:
+                    total += self.loss(model, self.batch(split, generator))
+            results[f"{split}_loss"] = total.item() / self.eval_batches
+        return results
+
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["generator"])

@@ -1,0 +1,292 @@
+"""Models: one attention module, pre-LayerNorm blocks, GPT, Bigram and the encoder-decoder Transformer.
+
+Shape letters: B batch, S source length, T target (or text) length, H heads, D model width,
+K head width (D / H), V vocabulary, L keys held by a cache.
+
+Mask convention (the only one): a boolean tensor broadcastable to (B, H, Tq, Tk), True where a
+query may attend to a key. Masks are built once per batch from padding; causality is a flag.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from mt.config import Config
+from mt.tokenizer import PAD
+
+
+class KVCache:
+    """Preallocated keys and values for one attention layer, filled as decoding advances."""
+
+    def __init__(self, batch: int, n_head: int, max_len: int, head_dim: int, device, dtype):
+        self.k = torch.empty(batch, n_head, max_len, head_dim, device=device, dtype=dtype)
+        self.v = torch.empty_like(self.k)
+        self.len = 0
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t = k.size(2)
+        self.k[:, :, self.len : self.len + t] = k
+        self.v[:, :, self.len : self.len + t] = v
+        self.len += t
+        return self.k[:, :, : self.len], self.v[:, :, : self.len]
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep rows `index` of the batch (beam search reorders and prunes hypotheses)."""
+        self.k = self.k.index_select(0, index)
+        self.v = self.v.index_select(0, index)
+
+
+class Attention(nn.Module):
+    """Multi-head scaled dot-product attention.
+
+    Self-attention when `memory` is None; cross-attention (queries from x, keys and values from
+    `memory`) otherwise. One fused (3D, D) projection serves both: self-attention uses it in one
+    matmul, cross-attention splits it into its query rows and key/value rows.
+    """
+
+    def __init__(self, d_model: int, n_head: int, dropout: float, bias: bool):
+        super().__init__()
+        self.n_head, self.d_model, self.dropout = n_head, d_model, dropout
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.proj = nn.Linear(d_model, d_model, bias=bias)
+        self.resid_dropout = nn.Dropout(dropout)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.n_head, -1).transpose(1, 2)  # (B, T, D) -> (B, H, T, K)
+
+    def forward(self, x, memory=None, mask=None, causal: bool = False, cache: KVCache | None = None):
+        b, t, d = x.shape
+        if memory is None:
+            q, k, v = self.qkv(x).split(d, dim=2)  # 3 x (B, T, D)
+            k, v = self._heads(k), self._heads(v)
+            if cache is not None:
+                k, v = cache.append(k, v)  # (B, H, L, K): everything decoded so far
+        else:
+            w_q, w_kv = self.qkv.weight.split([d, 2 * d])
+            b_q, b_kv = self.qkv.bias.split([d, 2 * d]) if self.qkv.bias is not None else (None, None)
+            q = F.linear(x, w_q, b_q)
+            if cache is not None and cache.len:  # memory keys/values were computed at the first step
+                k, v = cache.k, cache.v
+            else:
+                k, v = F.linear(memory, w_kv, b_kv).split(d, dim=2)  # 2 x (B, S, D)
+                k, v = self._heads(k), self._heads(v)
+                if cache is not None:
+                    cache.append(k, v)
+        q = self._heads(q)  # (B, H, T, K)
+        tq, tk = q.size(2), k.size(2)
+        is_causal = causal and tq == tk and mask is None
+        if causal and not is_causal and tq > 1:
+            # SDPA's is_causal is top-left aligned; with cached keys the queries are the last tq
+            # positions, so the mask must be bottom-right aligned.
+            causal_mask = torch.ones(tq, tk, dtype=torch.bool, device=q.device).tril(tk - tq)
+            mask = causal_mask if mask is None else mask & causal_mask
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal
+        )  # (B, H, T, K)
+        y = y.transpose(1, 2).reshape(b, t, d)  # (B, T, D)
+        return self.resid_dropout(self.proj(y))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, d_ff: int, dropout: float, bias: bool):
+        super().__init__()
+        self.up = nn.Linear(d_model, d_ff, bias=bias)
+        self.down = nn.Linear(d_ff, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.dropout(self.down(F.gelu(self.up(x))))
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm residual block: self-attention then feed-forward."""
+
+    def __init__(self, d_model: int, n_head: int, d_ff: int, dropout: float, bias: bool):
+        super().__init__()
+        self.ln_attn = nn.LayerNorm(d_model, bias=bias)
+        self.attn = Attention(d_model, n_head, dropout, bias)
+        self.ln_ff = nn.LayerNorm(d_model, bias=bias)
+        self.ff = FeedForward(d_model, d_ff, dropout, bias)
+
+    def forward(self, x, mask=None, causal: bool = False, cache: KVCache | None = None):
+        x = x + self.attn(self.ln_attn(x), mask=mask, causal=causal, cache=cache)
+        return x + self.ff(self.ln_ff(x))
+
+
+class DecoderBlock(Block):
+    """A block with cross-attention to the encoder memory between self-attention and feed-forward."""
+
+    def __init__(self, d_model: int, n_head: int, d_ff: int, dropout: float, bias: bool):
+        super().__init__(d_model, n_head, d_ff, dropout, bias)
+        self.ln_cross = nn.LayerNorm(d_model, bias=bias)
+        self.cross = Attention(d_model, n_head, dropout, bias)
+
+    def forward(self, x, memory, memory_mask, cache: tuple[KVCache, KVCache] | None = None):
+        self_cache, cross_cache = cache if cache is not None else (None, None)
+        x = x + self.attn(self.ln_attn(x), causal=True, cache=self_cache)
+        x = x + self.cross(self.ln_cross(x), memory=memory, mask=memory_mask, cache=cross_cache)
+        return x + self.ff(self.ln_ff(x))
+
+
+class Positions(nn.Module):
+    """Learned or sinusoidal absolute position embeddings: forward(T, offset) -> (T, D)."""
+
+    def __init__(self, max_len: int, d_model: int, kind: str):
+        super().__init__()
+        self.max_len = max_len
+        if kind == "learned":
+            self.table = nn.Parameter(torch.zeros(max_len, d_model))
+        else:
+            pos = torch.arange(max_len).unsqueeze(1)
+            freq = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+            table = torch.zeros(max_len, d_model)
+            table[:, 0::2], table[:, 1::2] = torch.sin(pos * freq), torch.cos(pos * freq)
+            self.register_buffer("table", table, persistent=False)
+
+    def forward(self, length: int, offset: int = 0) -> torch.Tensor:
+        if offset + length > self.max_len:
+            raise ValueError(f"position {offset + length} is beyond the model's {self.max_len} positions")
+        return self.table[offset : offset + length]
+
+
+class Embedding(nn.Module):
+    """Token plus position embeddings, scaled by sqrt(D) when the positions are sinusoidal."""
+
+    def __init__(self, vocab_size: int, max_len: int, d_model: int, positions: str, dropout: float):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab_size, d_model)
+        self.positions = Positions(max_len, d_model, positions)
+        self.scale = math.sqrt(d_model) if positions == "sinusoidal" else 1.0
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, idx: torch.Tensor, offset: int = 0) -> torch.Tensor:  # (B, T) -> (B, T, D)
+        x = self.tokens(idx) * self.scale + self.positions(idx.size(1), offset)
+        return self.dropout(x)
+
+
+def _init_weights(model: nn.Module, n_residual_layers: int, embedding_std: float) -> None:
+    """GPT-2 initialisation: N(0, 0.02) weights, zero biases, residual projections scaled down."""
+    for name, p in model.named_parameters():
+        if name.endswith("bias") or ".ln_" in name or name.startswith("ln_"):
+            continue  # LayerNorm weights stay 1, biases 0
+        if name.endswith(("proj.weight", "down.weight")):
+            nn.init.normal_(p, std=0.02 / math.sqrt(2 * n_residual_layers))
+        elif "tokens" in name:
+            nn.init.normal_(p, std=embedding_std)
+        elif p.dim() >= 2:
+            nn.init.normal_(p, std=0.02)
+    for m in model.modules():
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+class GPT(nn.Module):
+    """Decoder-only language model: causal self-attention blocks, tied input/output embeddings."""
+
+    def __init__(self, vocab_size, block_size, n_layer, n_head, d_model, d_ff, dropout, bias, positions="learned"):
+        super().__init__()
+        self.block_size = block_size
+        self.embed = Embedding(vocab_size, block_size, d_model, positions, dropout)
+        self.blocks = nn.ModuleList(Block(d_model, n_head, d_ff, dropout, bias) for _ in range(n_layer))
+        self.ln_out = nn.LayerNorm(d_model, bias=bias)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self.head.weight = self.embed.tokens.weight
+        _init_weights(self, n_layer, 0.02)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, T, V)
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = block(x, causal=True)
+        return self.head(self.ln_out(x))
+
+
+class Bigram(nn.Module):
+    """The lookup-table baseline: token i reads the next token's logits off row i."""
+
+    def __init__(self, vocab_size: int, block_size: int):
+        super().__init__()
+        self.block_size = block_size
+        self.table = nn.Embedding(vocab_size, vocab_size)
+        nn.init.normal_(self.table.weight, std=0.02)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, T, V)
+        return self.table(idx)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer sharing one vocabulary between source and target.
+
+    `encode` runs once per source batch; `decode` runs on the full target (training) or, with a
+    cache from `new_cache`, one step at a time (inference).
+    """
+
+    def __init__(
+        self, vocab_size, max_len, enc_layers, dec_layers, n_head, d_model, d_ff, dropout, bias,
+        positions="learned", tie_output=True,
+    ):
+        super().__init__()
+        self.max_len, self.n_head = max_len, n_head
+        self.embed = Embedding(vocab_size, max_len, d_model, positions, dropout)
+        self.encoder = nn.ModuleList(Block(d_model, n_head, d_ff, dropout, bias) for _ in range(enc_layers))
+        self.ln_enc = nn.LayerNorm(d_model, bias=bias)
+        self.decoder = nn.ModuleList(DecoderBlock(d_model, n_head, d_ff, dropout, bias) for _ in range(dec_layers))
+        self.ln_dec = nn.LayerNorm(d_model, bias=bias)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        if tie_output:
+            self.head.weight = self.embed.tokens.weight
+        _init_weights(self, enc_layers + dec_layers, d_model**-0.5 if positions == "sinusoidal" else 0.02)
+
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, S) token ids -> memory (B, S, D) and its key mask (B, 1, 1, S)."""
+        src_mask = (src != PAD)[:, None, None, :]
+        x = self.embed(src)
+        for block in self.encoder:
+            x = block(x, mask=src_mask)
+        return self.ln_enc(x), src_mask
+
+    def decode(self, tgt, memory, src_mask, cache: list[tuple[KVCache, KVCache]] | None = None):
+        """(B, T) target ids -> (B, T, V) logits. With a cache, `tgt` holds only the new tokens."""
+        offset = cache[0][0].len if cache else 0
+        x = self.embed(tgt, offset)
+        for i, block in enumerate(self.decoder):
+            x = block(x, memory, src_mask, cache[i] if cache else None)
+        return self.head(self.ln_dec(x))
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:  # -> (B, T, V)
+        memory, src_mask = self.encode(src)
+        return self.decode(tgt, memory, src_mask)
+
+    def new_cache(self, memory: torch.Tensor, max_len: int) -> list[tuple[KVCache, KVCache]]:
+        """Empty self- and cross-attention caches, one pair per decoder layer."""
+        b, s, d = memory.shape
+        k = d // self.n_head
+        make = lambda n: KVCache(b, self.n_head, n, k, memory.device, memory.dtype)  # noqa: E731
+        return [(make(max_len), make(s)) for _ in self.decoder]
+
+
+def build_model(cfg: Config, vocab_size: int) -> nn.Module:
+    """The model a recipe describes, sized for its context (LM) or sentence length (translation)."""
+    m = cfg.model
+    d_ff = m.d_ff or 4 * m.d_model
+    if m.arch == "bigram":
+        return Bigram(vocab_size, cfg.data.block_size)
+    if m.arch == "gpt":
+        return GPT(vocab_size, cfg.data.block_size, m.n_layer, m.n_head, m.d_model, d_ff, m.dropout, m.bias, m.positions)
+    # +1: the source's <END> and the target's <START> / <END> around at most max_len tokens
+    return Transformer(
+        vocab_size, cfg.data.max_len + 1, m.enc_layers, m.dec_layers, m.n_head, m.d_model, d_ff,
+        m.dropout, m.bias, m.positions, m.tie_output,
+    )
+
+
+def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Cross-entropy per target token, padding ignored; shared by training and scoring."""
+    return F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1),
+        ignore_index=PAD, label_smoothing=label_smoothing,
+    )

@@ -1,0 +1,27 @@
+"""AdamW with weight decay on matrices only, and the learning-rate schedule as a pure function."""
+
+import math
+
+import torch
+
+from mt.config import TrainConfig
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},  # biases, LayerNorms
+    ]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), fused=device.type == "cuda")
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Learning rate for optimizer step `step` (0-based): linear warmup, then cosine or 1/sqrt decay."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "inverse_sqrt":
+        return cfg.lr * math.sqrt(max(cfg.warmup_steps, 1) / (step + 1))
+    min_lr = cfg.lr / 10 if cfg.min_lr is None else cfg.min_lr
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg.lr - min_lr)

@@ -1,0 +1,129 @@
+"""Tokenizers with one interface: encode, decode, vocab_size, save/load, and fixed special ids.
+
+Special ids are the same for every tokenizer: <pad> 0, <unk> 1, <START> 2, <END> 3. The character
+tokenizer numbers its characters from 4, in sorted order.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+
+from mt.errors import UserError
+
+PAD, UNK, START, END = 0, 1, 2, 3
+SPECIALS = ["<pad>", "<unk>", "<START>", "<END>"]
+META_FILE = "tokenizer.json"
+SPM_FILE = "tokenizer.model"
+
+
+class CharTokenizer:
+    """One token per character of the training text."""
+
+    kind = "char"
+
+    def __init__(self, chars: Iterable[str]):
+        self.chars = sorted(set(chars))
+        self.stoi = {c: i + len(SPECIALS) for i, c in enumerate(self.chars)}
+
+    @classmethod
+    def train(cls, texts: Iterable[str]) -> CharTokenizer:
+        seen: set[str] = set()
+        for t in texts:
+            seen.update(t)
+        return cls(seen)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(SPECIALS) + len(self.chars)
+
+    def unknown_chars(self, text: str) -> list[str]:
+        return sorted(set(text) - self.stoi.keys())
+
+    def encode(self, text: str) -> list[int]:
+        stoi = self.stoi
+        return [stoi.get(c, UNK) for c in text]
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [self.encode(t) for t in texts]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        n, chars = len(SPECIALS), self.chars
+        return "".join(chars[i - n] for i in ids if i >= n)
+
+    def save(self, directory: Path) -> None:
+        (Path(directory) / META_FILE).write_text(json.dumps({"kind": self.kind, "chars": "".join(self.chars)}))
+
+
+class SentencePieceTokenizer:
+    """A SentencePiece model (unigram or BPE) trained through the Python API."""
+
+    kind = "sentencepiece"
+
+    def __init__(self, model_proto: bytes):
+        self.model_proto = model_proto
+        self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+
+    @classmethod
+    def train(
+        cls, texts: Iterable[str], vocab_size: int, model_type: str = "unigram", max_sentences: int = 2_000_000
+    ) -> SentencePieceTokenizer:
+        buffer = io.BytesIO()
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(texts),
+                model_writer=buffer,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=1.0,  # keep every character of French and English (œ, ’, «)
+                pad_id=PAD, unk_id=UNK, bos_id=START, eos_id=END,
+                pad_piece=SPECIALS[PAD], unk_piece=SPECIALS[UNK],
+                bos_piece=SPECIALS[START], eos_piece=SPECIALS[END],
+                input_sentence_size=max_sentences,
+                shuffle_input_sentence=True,
+                num_threads=4,
+                minloglevel=2,
+            )
+        except RuntimeError as e:
+            raise UserError(f"SentencePiece training failed: {e} (try a smaller tokenizer.vocab_size)") from None
+        return cls(buffer.getvalue())
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, text: str, sample_alpha: float = 0.0) -> list[int]:
+        if sample_alpha > 0:
+            return self.sp.encode(text, enable_sampling=True, alpha=sample_alpha, nbest_size=-1)
+        return self.sp.encode(text)
+
+    def encode_batch(self, texts: list[str], sample_alpha: float = 0.0) -> list[list[int]]:
+        if sample_alpha > 0:
+            return self.sp.encode(texts, enable_sampling=True, alpha=sample_alpha, nbest_size=-1)
+        return self.sp.encode(texts)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self.sp.decode([i for i in ids if i > END])
+
+    def save(self, directory: Path) -> None:
+        directory = Path(directory)
+        (directory / SPM_FILE).write_bytes(self.model_proto)
+        (directory / META_FILE).write_text(json.dumps({"kind": self.kind}))
+
+
+Tokenizer = CharTokenizer | SentencePieceTokenizer
+
+
+def load_tokenizer(directory: str | Path) -> Tokenizer:
+    directory = Path(directory)
+    meta_path = directory / META_FILE
+    if not meta_path.is_file():
+        raise UserError(f"{directory} holds no {META_FILE}; is it a run directory made by mt.train?")
+    meta = json.loads(meta_path.read_text())
+    if meta["kind"] == "char":
+        return CharTokenizer(meta["chars"])
+    return SentencePieceTokenizer((directory / SPM_FILE).read_bytes())

@@ -1,0 +1,198 @@
+"""python -m mt.train RECIPE.yaml [section.key=value ...] [--resume]
+
+Builds the task, model and optimizer a recipe describes, trains with a progress bar, evaluates
+every `train.eval_every` steps, and keeps a self-contained run directory. Ctrl-C stops at the end
+of the current step and saves `last`; `--resume` continues from it exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from mt.checkpoint import BEST, LAST, load_checkpoint, save_checkpoint
+from mt.config import Config, load_config, save_config
+from mt.errors import UserError, cli_entry
+from mt.hardware import autocast, pick_device
+from mt.lm import LanguageModelTask
+from mt.model import build_model
+from mt.optim import lr_at, make_optimizer
+
+# Recipe sections that must not change when a run is resumed (train.* and decode.* may).
+FROZEN_ON_RESUME = ("data", "tokenizer", "model")
+
+
+def build_task(cfg: Config, run_dir: Path, device: torch.device, resume: bool):
+    if cfg.model.arch == "transformer":
+        from mt.translation import TranslationTask  # imports `datasets`, slow to load
+
+        return TranslationTask(cfg, run_dir, device, resume)
+    return LanguageModelTask(cfg, run_dir, device, resume)
+
+
+class StopFlag:
+    """The first Ctrl-C asks the loop to stop after the current step; a second one aborts."""
+
+    def __init__(self):
+        self.requested = False
+
+    def __enter__(self):
+        self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self.previous)
+
+
+def _check_resumable(cfg: Config, saved: dict, run_dir: Path) -> None:
+    now = cfg.to_dict()
+    for section in FROZEN_ON_RESUME:
+        for key, value in now[section].items():
+            if saved[section].get(key) != value:
+                raise UserError(
+                    f"cannot resume {run_dir}: {section}.{key} was {saved[section].get(key)!r}, the recipe now says "
+                    f"{value!r}; restore it or train into another out_dir"
+                )
+
+
+def train(cfg: Config, resume: bool = False) -> dict:
+    """Train as `cfg` says; return the last evaluation's metrics."""
+    run_dir = cfg.run_dir
+    last_path = run_dir / LAST
+    if resume and not last_path.is_file():
+        raise UserError(f"--resume: {last_path} does not exist; start the run without --resume")
+    if not resume and last_path.is_file():
+        raise UserError(f"{run_dir} already holds a run; continue it with --resume, or set out_dir=... (or delete it)")
+    ckpt = load_checkpoint(last_path) if resume else None
+    if ckpt:
+        _check_resumable(cfg, ckpt["config"], run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")
+
+    device = pick_device(cfg.train.device)
+    torch.manual_seed(cfg.seed)
+    task = build_task(cfg, run_dir, device, resume)
+    model = build_model(cfg, task.vocab_size).to(device)
+    optimizer = make_optimizer(model, cfg.train, device)
+    step, elapsed_before, best, bad_evals = 0, 0.0, None, 0
+    if ckpt:
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        task.load_state_dict(ckpt["task"])
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        if device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
+            torch.cuda.set_rng_state(ckpt["rng"]["cuda"])
+        step, elapsed_before = ckpt["step"], ckpt["elapsed_s"]
+        best, bad_evals = ckpt["best"], ckpt["bad_evals"]
+    # Train through the compiled module; always save the plain one, so checkpoints carry no prefixes.
+    train_model = torch.compile(model) if cfg.train.compile else model
+    precision = autocast(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"{cfg.name}: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, vocab {task.vocab_size}, on {device}", file=sys.stderr)
+
+    def checkpoint_state() -> dict:
+        return {
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "task": task.state_dict(),
+            "rng": {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if device.type == "cuda" else None},
+            "step": step, "elapsed_s": elapsed(), "best": best, "bad_evals": bad_evals, "config": cfg.to_dict(),
+        }
+
+    t_start = time.monotonic()
+
+    def elapsed() -> float:
+        return elapsed_before + time.monotonic() - t_start
+
+    tc = cfg.train
+    budget_s = tc.max_minutes * 60 if tc.max_minutes else float("inf")
+    metrics: dict = {}
+    tokens_since_eval, t_eval = 0, time.monotonic()
+    tokens_since_log, t_log = 0, time.monotonic()
+    batches = task.train_batches()
+    bar = tqdm(total=tc.max_steps, initial=step, unit="step", dynamic_ncols=True, file=sys.stderr)
+    with StopFlag() as stop, open(run_dir / "metrics.jsonl", "a") as metrics_file:
+        model.train()
+        while step < tc.max_steps:
+            lr = lr_at(step, tc)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            batch = next(batches)
+            with precision:
+                loss = task.loss(train_model, batch, tc.label_smoothing)
+            loss.backward()
+            if tc.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            n_tokens = task.batch_tokens(batch)
+            tokens_since_eval += n_tokens
+            tokens_since_log += n_tokens
+
+            out_of_time = elapsed() >= budget_s
+            if step % tc.log_every == 0:
+                now = time.monotonic()
+                bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{tokens_since_log / (now - t_log):,.0f}", refresh=False)
+                bar.update(step - bar.n)
+                tokens_since_log, t_log = 0, now
+            if stop.requested:  # save at once: an evaluation could take minutes
+                save_checkpoint(last_path, checkpoint_state())
+                bar.close()
+                print(f"interrupted at step {step}; saved {last_path}; continue with --resume", file=sys.stderr)
+                raise SystemExit(130)
+            if step % tc.eval_every == 0 or step == tc.max_steps or out_of_time:
+                tokens_per_s = tokens_since_eval / (time.monotonic() - t_eval)
+                model.eval()
+                metrics = {"step": step, **task.evaluate(model, precision), "lr": lr,
+                           "tokens_per_s": round(tokens_per_s, 1), "elapsed_s": round(elapsed(), 2)}
+                model.train()
+                score = metrics[task.best_metric]
+                improved = best is None or (score > best if task.higher_is_better else score < best)
+                if improved:
+                    best, bad_evals = score, 0
+                    save_checkpoint(run_dir / BEST, {"model": model.state_dict(), "config": cfg.to_dict(), "step": step, **metrics})
+                else:
+                    bad_evals += 1
+                save_checkpoint(last_path, checkpoint_state())
+                metrics_file.write(json.dumps(metrics) + "\n")
+                metrics_file.flush()
+                shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.startswith(("train_", "val_")))
+                bar.write(f"step {step}: {shown}{'  (best)' if improved else ''}", file=sys.stderr)
+                bar.update(step - bar.n)
+                tokens_since_eval, t_eval = 0, time.monotonic()
+                tokens_since_log, t_log = 0, time.monotonic()  # evaluation time is not training time
+                if tc.patience is not None and bad_evals >= tc.patience:
+                    bar.write(f"stopping early: no improvement in {tc.patience} evaluations", file=sys.stderr)
+                    break
+                if out_of_time:
+                    bar.write(f"stopping: train.max_minutes ({tc.max_minutes}) spent", file=sys.stderr)
+                    break
+        bar.close()
+    print(f"done: step {step}, best {task.best_metric} {best:.4f}, run directory {run_dir}", file=sys.stderr)
+    return metrics
+
+
+@cli_entry
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m mt.train", description="Train a model from a YAML recipe.")
+    parser.add_argument("recipe", help="path to a recipe, e.g. recipes/shakespeare_char.yaml")
+    parser.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.max_steps=200")
+    parser.add_argument("--resume", action="store_true", help="continue the run in out_dir from its last checkpoint")
+    args = parser.parse_args(argv)
+    cfg = load_config(args.recipe, args.overrides)
+    train(cfg, resume=args.resume)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Recipes: strict loading, one-line errors, overrides, and every shipped recipe validates."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mt.config import load_config
+from mt.errors import UserError
+
+RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
+
+
+def write(tmp_path, text):
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    return path
+
+
+BASE = "name: t\ndata:\n  corpus: tinyshakespeare\n"
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)
+def test_every_shipped_recipe_validates(recipe):
+    cfg = load_config(recipe)
+    assert cfg.name == recipe.stem
+
+
+def test_unknown_key_names_closest_valid_key(tmp_path):
+    with pytest.raises(UserError, match=r"unknown key 'model.n_layers' \(did you mean 'model.n_layer'\?\)"):
+        load_config(write(tmp_path, BASE + "model:\n  n_layers: 3\n"))
+
+
+def test_wrong_type_and_missing_field(tmp_path):
+    with pytest.raises(UserError, match=r"train.max_steps: expected int, got 'many'"):
+        load_config(write(tmp_path, BASE + "train:\n  max_steps: many\n"))
+    with pytest.raises(UserError, match=r"model.arch: expected 'gpt' \| 'bigram' \| 'transformer'"):
+        load_config(write(tmp_path, BASE + "model:\n  arch: rnn\n"))
+    with pytest.raises(UserError, match=r"missing required key 'name'"):
+        load_config(write(tmp_path, "data:\n  corpus: tinyshakespeare\n"))
+
+
+def test_overrides_are_typed_and_validated(tmp_path):
+    path = write(tmp_path, BASE)
+    cfg = load_config(path, ["train.max_steps=7", "model.dropout=0.1", "train.max_minutes=0.5", "out_dir=/tmp/x"])
+    assert (cfg.train.max_steps, cfg.model.dropout, cfg.train.max_minutes, str(cfg.run_dir)) == (7, 0.1, 0.5, "/tmp/x")
+    with pytest.raises(UserError, match="did you mean 'train.max_steps'"):
+        load_config(path, ["train.max_step=7"])
+    with pytest.raises(UserError, match="expected int"):
+        load_config(path, ["train.max_steps=1.5"])
+    with pytest.raises(UserError, match="must look like section.key=value"):
+        load_config(path, ["train.max_steps"])
+
+
+def test_cross_field_checks(tmp_path):
+    with pytest.raises(UserError, match="divisible"):
+        load_config(write(tmp_path, BASE + "model:\n  d_model: 10\n  n_head: 3\n"))
+    with pytest.raises(UserError, match="needs data.corpus"):
+        load_config(write(tmp_path, "name: t\n"))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["{recipe}", "train.max_stepz=3"], "did you mean 'train.max_steps'"),
+        (["{recipe}", "model.n_layer=two"], "model.n_layer: expected int"),
+        (["{missing}"], "not found"),
+    ],
+)
+def test_train_cli_config_errors_are_one_line(tmp_path, args, message):
+    recipe = write(tmp_path, BASE)
+    argv = [a.format(recipe=recipe, missing=tmp_path / "nope.yaml") for a in args]
+    result = subprocess.run([sys.executable, "-m", "mt.train", *argv], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
