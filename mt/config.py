@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -109,6 +110,8 @@ class Config:
 # ---------------------------------------------------------------------------------------------
 # Loading and validation
 
+_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
 
 def _type_name(tp) -> str:
     origin = typing.get_origin(tp)
@@ -141,6 +144,8 @@ def _coerce(value: Any, tp, key: str):
             return None
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str) and _FLOAT.fullmatch(value.strip()):  # YAML 1.1 reads 3e-4 as a string
             return float(value)
     elif tp is int:
         if isinstance(value, int) and not isinstance(value, bool):

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import torch
 
-from mt.tokenizer import SPECIALS
+from mt.tokenizer import END, PAD, SPECIALS, START
 
 
 def pick_next(
@@ -53,3 +53,112 @@ def generate_lm(
         nxt = pick_next(logits, temperature, top_k, top_p, generator)  # (1,)
         idx = torch.cat([idx, nxt[:, None]], dim=1)
         yield int(nxt)
+
+
+def output_limits(src: torch.Tensor, model_max_len: int) -> torch.Tensor:
+    """(B,) the most tokens (with <END>) each sentence may produce: twice its source plus 10,
+    within the model's positions."""
+    src_len = (src != PAD).sum(dim=1)
+    return torch.clamp(2 * src_len + 10, max=model_max_len)
+
+
+def _step_logits(model, tokens, memory, src_mask, cache) -> torch.Tensor:
+    """(B, 1) newest tokens -> (B, V) float log-probabilities; <pad> and <START> are never produced."""
+    logits = model.decode(tokens, memory, src_mask, cache)[:, -1].float()
+    logits[:, [PAD, START]] = float("-inf")
+    return logits.log_softmax(dim=-1)
+
+
+@torch.no_grad()
+def greedy_or_sample(
+    model, src: torch.Tensor, temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> tuple[list[list[int]], torch.Tensor]:
+    """Decode (B, S) sources one token at a time with the KV cache. Returns the ids of each
+    output (without <END>) and each output's log-probability under the model."""
+    memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
+    limits = output_limits(src, model.max_len)  # (B,)
+    b, steps = src.size(0), int(limits.max())
+    cache = model.new_cache(memory, steps)
+    tokens = torch.full((b, 1), START, dtype=torch.long, device=src.device)
+    out = torch.full((b, steps), PAD, dtype=torch.long, device=src.device)
+    score = torch.zeros(b, device=src.device)
+    done = torch.zeros(b, dtype=torch.bool, device=src.device)
+    for t in range(steps):
+        logp = _step_logits(model, tokens, memory, src_mask, cache)  # (B, V)
+        at_limit = limits == t + 1
+        logp[at_limit] = torch.where(torch.arange(logp.size(1), device=src.device) == END, 0.0, float("-inf"))
+        nxt = pick_next(logp, temperature, top_k, top_p, generator)  # (B,)
+        nxt = torch.where(done, PAD, nxt)
+        score += torch.where(done, 0.0, logp.gather(1, nxt[:, None]).squeeze(1))
+        out[:, t] = nxt
+        done |= nxt == END
+        if bool(done.all()):
+            break
+        tokens = nxt[:, None]
+    return [_until_end(row) for row in out.tolist()], score
+
+
+def _until_end(ids: list[int]) -> list[int]:
+    return ids[: ids.index(END)] if END in ids else ids
+
+
+def _length_penalty(length: torch.Tensor | int, alpha: float):
+    """GNMT length normalisation: ((5 + length) / 6) ** alpha."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def beam_search(model, src: torch.Tensor, beam: int, length_penalty: float = 1.0) -> tuple[list[list[int]], torch.Tensor]:
+    """Batched beam search over the same cached step. Hypotheses ending among the `beam` best
+    candidates are finished, scored by log-probability / length_penalty; a sentence is done when
+    its best finished score beats every live beam at the current length. With beam 1 this is
+    greedy. Returns each best output's ids (without <END>) and its normalised score."""
+    k, device = beam, src.device
+    memory, src_mask = model.encode(src)
+    b = src.size(0)
+    limits = output_limits(src, model.max_len)  # (B,)
+    steps = int(limits.max())
+    memory, src_mask = memory.repeat_interleave(k, 0), src_mask.repeat_interleave(k, 0)  # (B*K, S, D)
+    cache = model.new_cache(memory, steps)
+    tokens = torch.full((b * k, 1), START, dtype=torch.long, device=device)
+    history = torch.full((b * k, steps), PAD, dtype=torch.long, device=device)
+    scores = torch.full((b, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # all beams start identical: expand only the first
+    best_score = torch.full((b,), float("-inf"), device=device)
+    best_ids = torch.full((b, steps), PAD, dtype=torch.long, device=device)
+    done = torch.zeros(b, dtype=torch.bool, device=device)
+    base = torch.arange(b, device=device)[:, None] * k  # (B, 1) row of each sentence's first beam
+    first_k = torch.arange(2 * k, device=device) < k  # (2K,)
+    for t in range(steps):
+        logp = _step_logits(model, tokens, memory, src_mask, cache)  # (B*K, V)
+        v = logp.size(1)
+        at_limit = (limits == t + 1).repeat_interleave(k)
+        logp[at_limit] = torch.where(torch.arange(v, device=device) == END, 0.0, float("-inf"))
+        cand = (scores.view(-1, 1) + logp).view(b, k * v)  # (B, K*V)
+        top_scores, top_idx = cand.topk(2 * k, dim=1)  # (B, 2K): enough to keep K that go on
+        origin, token = top_idx // v, top_idx % v
+        ended = token == END
+        final = ended & first_k & ~done[:, None] & top_scores.isfinite()
+        lp = _length_penalty(t + 1, length_penalty)
+        normalised = torch.where(final, top_scores / lp, float("-inf"))
+        cand_best, cand_rank = normalised.max(dim=1)  # (B,)
+        better = cand_best > best_score
+        if bool(better.any()):
+            rows = (base.squeeze(1) + origin.gather(1, cand_rank[:, None]).squeeze(1))[better]
+            best_ids[better] = history[rows]
+            best_ids[better, t] = END
+            best_score = torch.where(better, cand_best, best_score)
+        # The K best candidates that do not end go on.
+        scores, keep = torch.where(ended, float("-inf"), top_scores).topk(k, dim=1)  # (B, K), best first
+        done |= best_score >= scores[:, 0] / lp
+        if bool(done.all()):
+            break
+        rows = (base + origin.gather(1, keep)).view(-1)  # (B*K,) beams they extend
+        new_tokens = token.gather(1, keep).view(-1)
+        history = history[rows]
+        history[:, t] = new_tokens
+        for self_cache, _ in cache:  # cross-attention keys are the same within a sentence
+            self_cache.reorder(rows)
+        tokens = new_tokens[:, None]
+    return [_until_end(row) for row in best_ids.tolist()], best_score

@@ -6,6 +6,7 @@ tokenizer numbers its characters from 4, in sorted order.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from collections.abc import Iterable
@@ -54,6 +55,9 @@ class CharTokenizer:
     def decode(self, ids: Iterable[int]) -> str:
         n, chars = len(SPECIALS), self.chars
         return "".join(chars[i - n] for i in ids if i >= n)
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256("".join(self.chars).encode()).hexdigest()
 
     def save(self, directory: Path) -> None:
         (Path(directory) / META_FILE).write_text(json.dumps({"kind": self.kind, "chars": "".join(self.chars)}))
@@ -108,6 +112,9 @@ class SentencePieceTokenizer:
 
     def decode(self, ids: Iterable[int]) -> str:
         return self.sp.decode([i for i in ids if i > END])
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(self.model_proto).hexdigest()
 
     def save(self, directory: Path) -> None:
         directory = Path(directory)

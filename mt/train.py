@@ -118,6 +118,7 @@ def train(cfg: Config, resume: bool = False) -> dict:
     budget_s = tc.max_minutes * 60 if tc.max_minutes else float("inf")
     metrics: dict = {}
     tokens_since_eval, t_eval = 0, time.monotonic()
+    loss_sum, losses = torch.zeros((), device=device), 0
     tokens_since_log, t_log = 0, time.monotonic()
     batches = task.train_batches()
     bar = tqdm(total=tc.max_steps, initial=step, unit="step", dynamic_ncols=True, file=sys.stderr)
@@ -131,11 +132,13 @@ def train(cfg: Config, resume: bool = False) -> dict:
             with precision:
                 loss = task.loss(train_model, batch, tc.label_smoothing)
             loss.backward()
+            loss_sum += loss.detach()  # summed on the device: no sync until evaluation
             if tc.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
+            losses += 1
             n_tokens = task.batch_tokens(batch)
             tokens_since_eval += n_tokens
             tokens_since_log += n_tokens
@@ -154,7 +157,7 @@ def train(cfg: Config, resume: bool = False) -> dict:
             if step % tc.eval_every == 0 or step == tc.max_steps or out_of_time:
                 tokens_per_s = tokens_since_eval / (time.monotonic() - t_eval)
                 model.eval()
-                metrics = {"step": step, **task.evaluate(model, precision), "lr": lr,
+                metrics = {"step": step, "train_loss": loss_sum.item() / losses, **task.evaluate(model, precision), "lr": lr,
                            "tokens_per_s": round(tokens_per_s, 1), "elapsed_s": round(elapsed(), 2)}
                 model.train()
                 score = metrics[task.best_metric]
@@ -171,6 +174,7 @@ def train(cfg: Config, resume: bool = False) -> dict:
                 bar.write(f"step {step}: {shown}{'  (best)' if improved else ''}", file=sys.stderr)
                 bar.update(step - bar.n)
                 tokens_since_eval, t_eval = 0, time.monotonic()
+                loss_sum, losses = torch.zeros((), device=device), 0
                 tokens_since_log, t_log = 0, time.monotonic()  # evaluation time is not training time
                 if tc.patience is not None and bad_evals >= tc.patience:
                     bar.write(f"stopping early: no improvement in {tc.patience} evaluations", file=sys.stderr)

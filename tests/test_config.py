@@ -43,6 +43,7 @@ def test_wrong_type_and_missing_field(tmp_path):
 
 def test_overrides_are_typed_and_validated(tmp_path):
     path = write(tmp_path, BASE)
+    assert load_config(path, ["train.lr=3e-4"]).train.lr == 3e-4  # YAML 1.1 alone would read a string
     cfg = load_config(path, ["train.max_steps=7", "model.dropout=0.1", "train.max_minutes=0.5", "out_dir=/tmp/x"])
     assert (cfg.train.max_steps, cfg.model.dropout, cfg.train.max_minutes, str(cfg.run_dir)) == (7, 0.1, 0.5, "/tmp/x")
     with pytest.raises(UserError, match="did you mean 'train.max_steps'"):

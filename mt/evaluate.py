@@ -1,0 +1,72 @@
+"""python -m mt.evaluate [--model DIR] [--split test|valid] [--src FILE --ref FILE] [decoding options] [--json]
+
+Translates a test set and scores it with sacreBLEU (BLEU and chrF, detokenized, against the raw
+references). The hypotheses are written into the run directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import sacrebleu
+
+from mt.errors import UserError, cli_entry
+from mt.parallel_data import columns, load_pairs, read_lines
+from mt.translate import Translator, add_decoding_args, decoding_kwargs
+
+
+def load_test_set(args, cfg) -> tuple[list[str], list[str], str]:
+    if args.src or args.ref:
+        if not (args.src and args.ref):
+            raise UserError("--src and --ref go together")
+        src, ref = read_lines(Path(args.src)), read_lines(Path(args.ref))
+        if len(src) != len(ref):
+            raise UserError(f"{args.src} has {len(src)} lines but {args.ref} has {len(ref)}")
+        return src, ref, Path(args.src).stem
+    spec = cfg.data.test if args.split == "test" else cfg.data.valid
+    if spec is None:
+        raise UserError(f"the run's recipe names no data.{args.split} set; pass --src FILE --ref FILE")
+    src, ref = columns(load_pairs(spec, args.split, cfg.data.src_lang, cfg.data.tgt_lang), "src", "tgt")
+    return src, ref, args.split
+
+
+@cli_entry
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m mt.evaluate", description="Score a trained model with BLEU and chrF.")
+    p.add_argument("--split", choices=["test", "valid"], default="test", help="the recipe's test or validation set")
+    p.add_argument("--src", help="source file, one sentence per line (instead of --split)")
+    p.add_argument("--ref", help="reference translations, line-aligned with --src")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    add_decoding_args(p)
+    args = p.parse_args(argv)
+    kwargs = decoding_kwargs(args)
+    translator = Translator.load(args.model, args.device)
+    src, ref, name = load_test_set(args, translator.cfg)
+    start = time.perf_counter()
+    hyp = translator.translate(src, **kwargs)
+    seconds = time.perf_counter() - start
+    bleu = sacrebleu.metrics.BLEU()
+    chrf = sacrebleu.metrics.CHRF()
+    bleu_score, chrf_score = bleu.corpus_score(hyp, [ref]), chrf.corpus_score(hyp, [ref])
+    method = "greedy" if kwargs.get("beam") == 1 else f"beam{kwargs['beam']}" if kwargs.get("beam") else \
+        "sample" if "temperature" in kwargs else f"beam{translator.cfg.decode.beam}"
+    out = Path(args.model) / f"hyp.{name}.{method}.txt"
+    out.write_text("".join(h + "\n" for h in hyp), encoding="utf-8")
+    result = {
+        "bleu": round(bleu_score.score, 2), "chrf": round(chrf_score.score, 2),
+        "signature": {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature())},
+        "sentences": len(src), "seconds": round(seconds, 2), "decoding": method, "hypotheses": str(out),
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{bleu_score}  ({result['signature']['bleu']})")
+        print(f"{chrf_score}  ({result['signature']['chrf']})")
+        print(f"{len(src)} sentences in {seconds:.1f} s ({method}); hypotheses in {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""The parallel loader: bad files fail loudly, filters count what they drop, batches cover each pair once."""
+
+import gzip
+import io
+
+import numpy as np
+import pytest
+
+from mt.batching import token_batches
+from mt.errors import UserError
+from mt.parallel_data import columns, encode_pairs, filter_pairs, load_corpora, load_pairs
+from mt.tokenizer import CharTokenizer
+
+
+def text_spec(tmp_path, fr_lines, en_lines):
+    (tmp_path / "c.fr").write_bytes(fr_lines if isinstance(fr_lines, bytes) else "".join(l + "\n" for l in fr_lines).encode())
+    (tmp_path / "c.en").write_bytes(en_lines if isinstance(en_lines, bytes) else "".join(l + "\n" for l in en_lines).encode())
+    return {"path": "text", "data_files": {"fr": str(tmp_path / "c.fr"), "en": str(tmp_path / "c.en")}}
+
+
+def test_misaligned_files_are_an_error(tmp_path):
+    spec = text_spec(tmp_path, ["un", "deux", "trois"], ["one", "two"])
+    with pytest.raises(UserError, match="has 3 lines but .* has 2"):
+        load_pairs(spec, "train", "fr", "en")
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    spec = text_spec(tmp_path, b"un\ndeux\ntr\xe9s\n", b"one\ntwo\nthree\n")
+    with pytest.raises(UserError, match=r"c\.fr line 3: invalid UTF-8"):
+        load_pairs(spec, "train", "fr", "en")
+
+
+def test_gzip_and_column_specs(tmp_path):
+    with gzip.open(tmp_path / "a.fr.gz", "wt") as f:
+        f.write("bonjour\nmerci\n")
+    with gzip.open(tmp_path / "a.en.gz", "wt") as f:
+        f.write("hello\nthanks\n")
+    gz = {"path": "text", "data_files": {"fr": str(tmp_path / "a.fr.gz"), "en": str(tmp_path / "a.en.gz")}}
+    (tmp_path / "p.tsv").write_text("english\tfrench\nhello\tbonjour\nyes\toui\n")
+    tsv = {"path": "csv", "data_files": str(tmp_path / "p.tsv"), "delimiter": "\t", "columns": {"fr": "french", "en": "english"}}
+    (tmp_path / "p.jsonl").write_text('{"translation": {"fr": "chat", "en": "cat"}}\n')
+    js = {"path": "json", "data_files": str(tmp_path / "p.jsonl"), "field": "translation"}
+    ds = load_corpora([gz, tsv, js], "train", "fr", "en")
+    assert columns(ds, "src", "tgt") == [["bonjour", "merci", "bonjour", "oui", "chat"], ["hello", "thanks", "hello", "yes", "cat"]]
+    with pytest.raises(UserError, match="no column 'fr'"):
+        load_pairs({"path": "csv", "data_files": str(tmp_path / "p.tsv"), "delimiter": "\t"}, "train", "fr", "en")
+
+
+def test_filters_count_empty_long_and_ratio(tmp_path):
+    fr = ["court", "", "une phrase beaucoup trop longue pour passer", "abc", "ok"]
+    en = ["short", "empty", "long", "a long reply here", ""]
+    ds = load_pairs(text_spec(tmp_path, fr, en), "train", "fr", "en")
+    tok = CharTokenizer.train(fr + en)
+    encoded = encode_pairs(ds, tok, cache_dir=None)
+    log = io.StringIO()
+    kept = filter_pairs(encoded, max_len=30, max_ratio=3.0, what="train", log=log)
+    assert columns(kept, "src") == [["court"]]
+    assert log.getvalue().strip() == "train: 5 pairs, kept 1, dropped 4 (2 empty, 1 too long, 1 length ratio)"
+
+
+def test_encoding_is_cached(tmp_path):
+    ds = load_pairs(text_spec(tmp_path, ["un", "deux"], ["one", "two"]), "train", "fr", "en")
+    tok = CharTokenizer.train(["undeuxonetwo"])
+    first = encode_pairs(ds, tok, tmp_path / "cache")
+    files = list((tmp_path / "cache").glob("encoded-*.arrow"))
+    assert len(files) == 1
+    second = encode_pairs(ds, tok, tmp_path / "cache")
+    assert second.cache_files[0]["filename"] == str(files[0]) and columns(second, "src_ids") == columns(first, "src_ids")
+
+
+def test_token_batches_respect_budget_and_cover_each_pair_once():
+    rng = np.random.default_rng(0)
+    src, tgt = rng.integers(1, 60, 5000), rng.integers(1, 60, 5000)
+    batches = token_batches(src, tgt, max_tokens=512, seed=1)
+    for b in batches:
+        assert len(b) * (max(src[b].max(), tgt[b].max()) + 1) <= 512
+    assert sorted(np.concatenate(batches).tolist()) == list(range(5000))
+    again = token_batches(src, tgt, max_tokens=512, seed=1)
+    other_epoch = token_batches(src, tgt, max_tokens=512, seed=2)
+    assert all((a == b).all() for a, b in zip(batches, again))
+    assert [b.tolist() for b in batches] != [b.tolist() for b in other_epoch]
+    padded = sum(len(b) * (max(src[b].max(), tgt[b].max()) + 1) for b in batches)
+    assert padded < 1.1 * (np.maximum(src, tgt) + 1).sum()  # length buckets keep padding small
