@@ -44,3 +44,18 @@ def collate(src_rows: list[list[int]], tgt_rows: list[list[int]]) -> dict:
         "tgt_out": pad(tgt_rows, [], [END]),
         "n_tokens": sum(len(t) + 1 for t in tgt_rows),
     }
+
+
+def shard(batches: list[np.ndarray], rank: int, size: int) -> list[np.ndarray]:
+    """This rank's share of an epoch's batches, the same count on every rank. The largest batches
+    are split in two until the count divides evenly, so each pair is still seen once per epoch
+    (only an epoch of single-pair batches is topped up by repeating its first batches)."""
+    batches = list(batches)
+    while len(batches) % size:
+        i = max(range(len(batches)), key=lambda j: len(batches[j]))
+        if len(batches[i]) < 2:
+            batches += batches[: size - len(batches) % size]
+            break
+        big = batches.pop(i)
+        batches[i:i] = [big[: len(big) // 2], big[len(big) // 2 :]]
+    return batches[rank::size]

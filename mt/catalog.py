@@ -61,21 +61,21 @@ def data_dir() -> Path:
 
 def corpus_file(corpus: str, name: str) -> Path:
     """Path of one file of a catalog corpus, fetched on first use."""
-    files = _files(corpus)
-    for rf in files:
+    remote = files(corpus)
+    for rf in remote:
         if rf.name == name:
             return _ensure(corpus, rf)
-    raise UserError(f"corpus '{corpus}' has no file '{name}' (it has: {', '.join(f.name for f in files)})")
+    raise UserError(f"corpus '{corpus}' has no file '{name}' (it has: {', '.join(f.name for f in remote)})")
 
 
 def fetch(corpus: str) -> Path:
     """Make every file of `corpus` present under data/<corpus>/ and return that folder."""
-    for rf in _files(corpus):
+    for rf in files(corpus):
         _ensure(corpus, rf)
     return data_dir() / corpus
 
 
-def _files(corpus: str) -> list[RemoteFile]:
+def files(corpus: str) -> list[RemoteFile]:
     if corpus not in CORPORA:
         close = difflib.get_close_matches(corpus, CORPORA, n=1)
         hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(CORPORA)}"

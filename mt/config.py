@@ -63,7 +63,8 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    batch_size: int = 64  # language modelling: sequences per step
+    batch_size: int = 64  # language modelling: sequences per step (per process under torchrun)
+    grad_accum: int = 1  # micro-batches whose gradients make one optimizer step
     max_steps: int = 5000
     max_minutes: float | None = None  # wall-clock budget; stop, evaluate, checkpoint when spent
     lr: float = 1e-3
@@ -203,7 +204,7 @@ def _check(cfg: Config, source: str) -> None:
     m, d, t = cfg.model, cfg.data, cfg.train
     positive = {
         "model.n_head": m.n_head, "model.d_model": m.d_model, "data.block_size": d.block_size,
-        "data.max_len": d.max_len, "data.max_tokens": d.max_tokens, "train.batch_size": t.batch_size,
+        "data.max_len": d.max_len, "data.max_tokens": d.max_tokens, "train.batch_size": t.batch_size, "train.grad_accum": t.grad_accum,
         "train.max_steps": t.max_steps, "train.eval_every": t.eval_every,
         "train.eval_batches": t.eval_batches, "train.log_every": t.log_every,
         "tokenizer.vocab_size": cfg.tokenizer.vocab_size, "decode.beam": cfg.decode.beam,

@@ -72,20 +72,22 @@ def _step_logits(model, tokens, memory, src_mask, cache) -> torch.Tensor:
 @torch.no_grad()
 def greedy_or_sample(
     model, src: torch.Tensor, temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | None = None, use_cache: bool = True,
 ) -> tuple[list[list[int]], torch.Tensor]:
-    """Decode (B, S) sources one token at a time with the KV cache. Returns the ids of each
-    output (without <END>) and each output's log-probability under the model."""
+    """Decode (B, S) sources one token at a time with the KV cache (use_cache=False re-runs the
+    decoder over the whole prefix each step: only for measuring what the cache saves). Returns the
+    ids of each output (without <END>) and each output's log-probability under the model."""
     memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
     limits = output_limits(src, model.max_len)  # (B,)
     b, steps = src.size(0), int(limits.max())
-    cache = model.new_cache(memory, steps)
+    cache = model.new_cache(memory, steps) if use_cache else None
     tokens = torch.full((b, 1), START, dtype=torch.long, device=src.device)
     out = torch.full((b, steps), PAD, dtype=torch.long, device=src.device)
     score = torch.zeros(b, device=src.device)
     done = torch.zeros(b, dtype=torch.bool, device=src.device)
     for t in range(steps):
-        logp = _step_logits(model, tokens, memory, src_mask, cache)  # (B, V)
+        inputs = tokens if use_cache else torch.cat([torch.full_like(tokens, START), out[:, :t]], dim=1)
+        logp = _step_logits(model, inputs, memory, src_mask, cache)  # (B, V)
         at_limit = limits == t + 1
         logp[at_limit] = torch.where(torch.arange(logp.size(1), device=src.device) == END, 0.0, float("-inf"))
         nxt = pick_next(logp, temperature, top_k, top_p, generator)  # (B,)
@@ -109,7 +111,9 @@ def _length_penalty(length: torch.Tensor | int, alpha: float):
 
 
 @torch.no_grad()
-def beam_search(model, src: torch.Tensor, beam: int, length_penalty: float = 1.0) -> tuple[list[list[int]], torch.Tensor]:
+def beam_search(
+    model, src: torch.Tensor, beam: int, length_penalty: float = 1.0, use_cache: bool = True
+) -> tuple[list[list[int]], torch.Tensor]:
     """Batched beam search over the same cached step. Hypotheses ending among the `beam` best
     candidates are finished, scored by log-probability / length_penalty; a sentence is done when
     its best finished score beats every live beam at the current length. With beam 1 this is
@@ -120,7 +124,7 @@ def beam_search(model, src: torch.Tensor, beam: int, length_penalty: float = 1.0
     limits = output_limits(src, model.max_len)  # (B,)
     steps = int(limits.max())
     memory, src_mask = memory.repeat_interleave(k, 0), src_mask.repeat_interleave(k, 0)  # (B*K, S, D)
-    cache = model.new_cache(memory, steps)
+    cache = model.new_cache(memory, steps) if use_cache else None
     tokens = torch.full((b * k, 1), START, dtype=torch.long, device=device)
     history = torch.full((b * k, steps), PAD, dtype=torch.long, device=device)
     scores = torch.full((b, k), float("-inf"), device=device)
@@ -131,7 +135,8 @@ def beam_search(model, src: torch.Tensor, beam: int, length_penalty: float = 1.0
     base = torch.arange(b, device=device)[:, None] * k  # (B, 1) row of each sentence's first beam
     first_k = torch.arange(2 * k, device=device) < k  # (2K,)
     for t in range(steps):
-        logp = _step_logits(model, tokens, memory, src_mask, cache)  # (B*K, V)
+        inputs = tokens if use_cache else torch.cat([torch.full_like(tokens, START), history[:, :t]], dim=1)
+        logp = _step_logits(model, inputs, memory, src_mask, cache)  # (B*K, V)
         v = logp.size(1)
         at_limit = (limits == t + 1).repeat_interleave(k)
         logp[at_limit] = torch.where(torch.arange(v, device=device) == END, 0.0, float("-inf"))
@@ -158,7 +163,7 @@ def beam_search(model, src: torch.Tensor, beam: int, length_penalty: float = 1.0
         new_tokens = token.gather(1, keep).view(-1)
         history = history[rows]
         history[:, t] = new_tokens
-        for self_cache, _ in cache:  # cross-attention keys are the same within a sentence
+        for self_cache, _ in cache or []:  # cross-attention keys are the same within a sentence
             self_cache.reorder(rows)
         tokens = new_tokens[:, None]
     return [_until_end(row) for row in best_ids.tolist()], best_score

@@ -33,6 +33,13 @@ def load_test_set(args, cfg) -> tuple[list[str], list[str], str]:
     return src, ref, args.split
 
 
+def decoding_name(kwargs: dict, default_beam: int, quantize: str | None) -> str:
+    """A short label for the decoding used, e.g. 'greedy', 'beam5', 'int8-sample'."""
+    beam = kwargs.get("beam")
+    name = "sample" if "temperature" in kwargs else "greedy" if beam == 1 else f"beam{beam or default_beam}"
+    return f"{quantize}-{name}" if quantize else name
+
+
 @cli_entry
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m mt.evaluate", description="Score a trained model with BLEU and chrF.")
@@ -43,7 +50,7 @@ def main(argv=None):
     add_decoding_args(p)
     args = p.parse_args(argv)
     kwargs = decoding_kwargs(args)
-    translator = Translator.load(args.model, args.device)
+    translator = Translator.load(args.model, args.device, args.quantize)
     src, ref, name = load_test_set(args, translator.cfg)
     start = time.perf_counter()
     hyp = translator.translate(src, **kwargs)
@@ -51,8 +58,7 @@ def main(argv=None):
     bleu = sacrebleu.metrics.BLEU()
     chrf = sacrebleu.metrics.CHRF()
     bleu_score, chrf_score = bleu.corpus_score(hyp, [ref]), chrf.corpus_score(hyp, [ref])
-    method = "greedy" if kwargs.get("beam") == 1 else f"beam{kwargs['beam']}" if kwargs.get("beam") else \
-        "sample" if "temperature" in kwargs else f"beam{translator.cfg.decode.beam}"
+    method = decoding_name(kwargs, translator.cfg.decode.beam, args.quantize)
     out = Path(args.model) / f"hyp.{name}.{method}.txt"
     out.write_text("".join(h + "\n" for h in hyp), encoding="utf-8")
     result = {

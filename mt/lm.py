@@ -13,6 +13,7 @@ import torch
 
 from mt import catalog
 from mt.config import Config
+from mt.distributed import World
 from mt.errors import UserError
 from mt.model import token_loss
 from mt.tokenizer import CharTokenizer, SentencePieceTokenizer, Tokenizer, load_tokenizer
@@ -35,16 +36,18 @@ class LanguageModelTask:
 
     best_metric, higher_is_better = "val_loss", False
 
-    def __init__(self, cfg: Config, run_dir: Path, device: torch.device, resume: bool):
+    def __init__(self, cfg: Config, run_dir: Path, device: torch.device, reuse_tokenizer: bool, world: World = World()):
         text = read_corpus_text(cfg.data.corpus)
-        if resume:
+        self.world = world
+        if reuse_tokenizer:
             self.tokenizer: Tokenizer = load_tokenizer(run_dir)
         elif cfg.tokenizer.kind == "char":
             self.tokenizer = CharTokenizer.train([text])
         else:
             lines = [line for line in text.splitlines() if line.strip()]
             self.tokenizer = SentencePieceTokenizer.train(lines, cfg.tokenizer.vocab_size, cfg.tokenizer.model_type)
-        self.tokenizer.save(run_dir)
+        if world.is_main:
+            self.tokenizer.save(run_dir)
         ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.long)
         n_train = int(0.9 * len(ids))
         self.splits = {"train": ids[:n_train].to(device), "val": ids[n_train:].to(device)}
@@ -62,15 +65,18 @@ class LanguageModelTask:
     def vocab_size(self) -> int:
         return self.tokenizer.vocab_size
 
-    def batch(self, split: str, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, split: str, generator: torch.Generator, world: World = World()) -> tuple[torch.Tensor, torch.Tensor]:
+        """Random blocks; under torchrun one global batch is drawn and each rank takes its slice,
+        so N processes see exactly what one process with N times the batch would."""
         data = self.splits[split]
-        starts = torch.randint(len(data) - self.block_size, (self.batch_size, 1), generator=generator)
+        starts = torch.randint(len(data) - self.block_size, (self.batch_size * world.size, 1), generator=generator)
+        starts = starts[world.rank * self.batch_size : (world.rank + 1) * self.batch_size]
         chunk = data[starts.to(self.device, non_blocking=True) + self.offsets]  # (B, T + 1)
         return chunk[:, :-1], chunk[:, 1:]
 
     def train_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         while True:
-            yield self.batch("train", self.generator)
+            yield self.batch("train", self.generator, self.world)
 
     def batch_tokens(self, batch) -> int:
         return batch[0].numel()

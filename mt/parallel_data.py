@@ -76,7 +76,7 @@ def _catalog_pairs(spec: str, role: str, src_lang: str, tgt_lang: str) -> datase
             src.append(fields[columns[src_lang]])
             tgt.append(fields[columns[tgt_lang]])
         return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
-    catalog._files(corpus)  # unknown name: the catalog's error, with a suggestion
+    catalog.files(corpus)  # unknown name: the catalog's error, with a suggestion
     raise UserError(f"corpus '{corpus}' holds plain text, not translation pairs")
 
 

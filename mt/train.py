@@ -2,12 +2,15 @@
 
 Builds the task, model and optimizer a recipe describes, trains with a progress bar, evaluates
 every `train.eval_every` steps, and keeps a self-contained run directory. Ctrl-C stops at the end
-of the current step and saves `last`; `--resume` continues from it exactly.
+of the current step and saves `last`; `--resume` continues from it exactly. Under
+`torchrun --nproc_per_node=N -m mt.train RECIPE` each process trains on its share of every batch
+list with DistributedDataParallel; rank 0 alone logs, evaluates and writes the run directory.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -15,8 +18,10 @@ import time
 from pathlib import Path
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from mt import distributed
 from mt.checkpoint import BEST, LAST, load_checkpoint, save_checkpoint
 from mt.config import Config, load_config, save_config
 from mt.errors import UserError, cli_entry
@@ -29,12 +34,12 @@ from mt.optim import lr_at, make_optimizer
 FROZEN_ON_RESUME = ("data", "tokenizer", "model")
 
 
-def build_task(cfg: Config, run_dir: Path, device: torch.device, resume: bool):
+def build_task(cfg: Config, run_dir: Path, device: torch.device, reuse_tokenizer: bool, world: distributed.World):
     if cfg.model.arch == "transformer":
         from mt.translation import TranslationTask  # imports `datasets`, slow to load
 
-        return TranslationTask(cfg, run_dir, device, resume)
-    return LanguageModelTask(cfg, run_dir, device, resume)
+        return TranslationTask(cfg, run_dir, device, reuse_tokenizer, world)
+    return LanguageModelTask(cfg, run_dir, device, reuse_tokenizer, world)
 
 
 class StopFlag:
@@ -69,7 +74,15 @@ def _check_resumable(cfg: Config, saved: dict, run_dir: Path) -> None:
 
 def train(cfg: Config, resume: bool = False) -> dict:
     """Train as `cfg` says; return the last evaluation's metrics."""
-    run_dir = cfg.run_dir
+    world, device = distributed.init(pick_device(cfg.train.device))
+    try:
+        return _train(cfg, resume, world, device)
+    finally:
+        distributed.shutdown(world)
+
+
+def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.device) -> dict:
+    run_dir, tc = cfg.run_dir, cfg.train
     last_path = run_dir / LAST
     if resume and not last_path.is_file():
         raise UserError(f"--resume: {last_path} does not exist; start the run without --resume")
@@ -78,14 +91,17 @@ def train(cfg: Config, resume: bool = False) -> dict:
     ckpt = load_checkpoint(last_path) if resume else None
     if ckpt:
         _check_resumable(cfg, ckpt["config"], run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, run_dir / "config.yaml")
+    if world.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run_dir / "config.yaml")
 
-    device = pick_device(cfg.train.device)
     torch.manual_seed(cfg.seed)
-    task = build_task(cfg, run_dir, device, resume)
+    # Rank 0 trains the tokenizer and fills the encoding cache; the others then reuse both.
+    task = build_task(cfg, run_dir, device, resume, world) if world.is_main else None
+    distributed.barrier(world)
+    task = task or build_task(cfg, run_dir, device, True, world)
     model = build_model(cfg, task.vocab_size).to(device)
-    optimizer = make_optimizer(model, cfg.train, device)
+    optimizer = make_optimizer(model, tc, device)
     step, elapsed_before, best, bad_evals = 0, 0.0, None, 0
     if ckpt:
         model.load_state_dict(ckpt["model"])
@@ -96,11 +112,21 @@ def train(cfg: Config, resume: bool = False) -> dict:
             torch.cuda.set_rng_state(ckpt["rng"]["cuda"])
         step, elapsed_before = ckpt["step"], ckpt["elapsed_s"]
         best, bad_evals = ckpt["best"], ckpt["bad_evals"]
-    # Train through the compiled module; always save the plain one, so checkpoints carry no prefixes.
-    train_model = torch.compile(model) if cfg.train.compile else model
+    # Train through the compiled (and DDP-wrapped) module; save the plain one, so checkpoints
+    # carry no prefixes and load in a single process.
+    train_model = torch.compile(model) if tc.compile else model
+    if world.size > 1:
+        train_model = DistributedDataParallel(train_model, device_ids=[device.index] if device.type == "cuda" else None)
     precision = autocast(device)
+    log = print if world.is_main else (lambda *a, **k: None)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"{cfg.name}: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, vocab {task.vocab_size}, on {device}", file=sys.stderr)
+    log(f"{cfg.name}: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, vocab {task.vocab_size}, on {device}"
+        + (f" x {world.size} processes" if world.size > 1 else ""), file=sys.stderr)
+
+    t_start = time.monotonic()
+
+    def elapsed() -> float:
+        return elapsed_before + time.monotonic() - t_start
 
     def checkpoint_state() -> dict:
         return {
@@ -109,56 +135,68 @@ def train(cfg: Config, resume: bool = False) -> dict:
             "step": step, "elapsed_s": elapsed(), "best": best, "bad_evals": bad_evals, "config": cfg.to_dict(),
         }
 
-    t_start = time.monotonic()
+    def train_step(batches) -> tuple[torch.Tensor, int]:
+        """One optimizer step over `train.grad_accum` micro-batches; gradients are all-reduced once."""
+        loss_total, n_tokens = torch.zeros((), device=device), 0
+        for micro in range(tc.grad_accum):
+            batch = next(batches)
+            last_micro = micro == tc.grad_accum - 1
+            sync = train_model.no_sync() if world.size > 1 and not last_micro else contextlib.nullcontext()
+            with sync:
+                with precision:
+                    loss = task.loss(train_model, batch, tc.label_smoothing) / tc.grad_accum
+                loss.backward()
+            loss_total += loss.detach()
+            n_tokens += task.batch_tokens(batch)
+        if tc.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss_total, n_tokens * world.size  # other ranks' batches hold about as many tokens
 
-    def elapsed() -> float:
-        return elapsed_before + time.monotonic() - t_start
-
-    tc = cfg.train
     budget_s = tc.max_minutes * 60 if tc.max_minutes else float("inf")
     metrics: dict = {}
     tokens_since_eval, t_eval = 0, time.monotonic()
-    loss_sum, losses = torch.zeros((), device=device), 0
+    loss_sum, losses = torch.zeros((), device=device), 0  # summed on the device: no sync until evaluation
     tokens_since_log, t_log = 0, time.monotonic()
     batches = task.train_batches()
-    bar = tqdm(total=tc.max_steps, initial=step, unit="step", dynamic_ncols=True, file=sys.stderr)
-    with StopFlag() as stop, open(run_dir / "metrics.jsonl", "a") as metrics_file:
+    bar = tqdm(total=tc.max_steps, initial=step, unit="step", dynamic_ncols=True, file=sys.stderr, disable=not world.is_main)
+    with StopFlag() as stop, open(run_dir / "metrics.jsonl", "a") if world.is_main else contextlib.nullcontext() as metrics_file:
         model.train()
         while step < tc.max_steps:
             lr = lr_at(step, tc)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            batch = next(batches)
-            with precision:
-                loss = task.loss(train_model, batch, tc.label_smoothing)
-            loss.backward()
-            loss_sum += loss.detach()  # summed on the device: no sync until evaluation
-            if tc.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            loss, n_tokens = train_step(batches)
             step += 1
-            losses += 1
-            n_tokens = task.batch_tokens(batch)
+            loss_sum, losses = loss_sum + loss, losses + 1
             tokens_since_eval += n_tokens
             tokens_since_log += n_tokens
 
-            out_of_time = elapsed() >= budget_s
             if step % tc.log_every == 0:
                 now = time.monotonic()
                 bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{tokens_since_log / (now - t_log):,.0f}", refresh=False)
                 bar.update(step - bar.n)
                 tokens_since_log, t_log = 0, now
-            if stop.requested:  # save at once: an evaluation could take minutes
-                save_checkpoint(last_path, checkpoint_state())
+            eval_step = step % tc.eval_every == 0 or step == tc.max_steps
+            # Ranks must agree on stopping; they compare notes where a sync happens anyway.
+            decide = world.size == 1 or step % tc.log_every == 0 or eval_step
+            interrupted = decide and distributed.any_rank(world, stop.requested, device)
+            out_of_time = decide and distributed.any_rank(world, elapsed() >= budget_s, device)
+            if interrupted:  # save at once: an evaluation could take minutes
+                if world.is_main:
+                    save_checkpoint(last_path, checkpoint_state())
                 bar.close()
-                print(f"interrupted at step {step}; saved {last_path}; continue with --resume", file=sys.stderr)
+                log(f"interrupted at step {step}; saved {last_path}; continue with --resume", file=sys.stderr)
                 raise SystemExit(130)
-            if step % tc.eval_every == 0 or step == tc.max_steps or out_of_time:
+            if not (eval_step or out_of_time):
+                continue
+            early_stop = False
+            if world.is_main:
                 tokens_per_s = tokens_since_eval / (time.monotonic() - t_eval)
                 model.eval()
-                metrics = {"step": step, "train_loss": loss_sum.item() / losses, **task.evaluate(model, precision), "lr": lr,
-                           "tokens_per_s": round(tokens_per_s, 1), "elapsed_s": round(elapsed(), 2)}
+                metrics = {"step": step, "train_loss": loss_sum.item() / losses, **task.evaluate(model, precision),
+                           "lr": lr, "tokens_per_s": round(tokens_per_s, 1), "elapsed_s": round(elapsed(), 2)}
                 model.train()
                 score = metrics[task.best_metric]
                 improved = best is None or (score > best if task.higher_is_better else score < best)
@@ -173,17 +211,20 @@ def train(cfg: Config, resume: bool = False) -> dict:
                 shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.startswith(("train_", "val_")))
                 bar.write(f"step {step}: {shown}{'  (best)' if improved else ''}", file=sys.stderr)
                 bar.update(step - bar.n)
-                tokens_since_eval, t_eval = 0, time.monotonic()
-                loss_sum, losses = torch.zeros((), device=device), 0
-                tokens_since_log, t_log = 0, time.monotonic()  # evaluation time is not training time
-                if tc.patience is not None and bad_evals >= tc.patience:
-                    bar.write(f"stopping early: no improvement in {tc.patience} evaluations", file=sys.stderr)
-                    break
-                if out_of_time:
-                    bar.write(f"stopping: train.max_minutes ({tc.max_minutes}) spent", file=sys.stderr)
-                    break
+                early_stop = tc.patience is not None and bad_evals >= tc.patience
+            early_stop = distributed.any_rank(world, early_stop, device)
+            tokens_since_eval, t_eval = 0, time.monotonic()
+            loss_sum, losses = torch.zeros((), device=device), 0
+            tokens_since_log, t_log = 0, time.monotonic()  # evaluation time is not training time
+            if early_stop:
+                log(f"stopping early: no improvement in {tc.patience} evaluations", file=sys.stderr)
+                break
+            if out_of_time:
+                log(f"stopping: train.max_minutes ({tc.max_minutes}) spent", file=sys.stderr)
+                break
         bar.close()
-    print(f"done: step {step}, best {task.best_metric} {best:.4f}, run directory {run_dir}", file=sys.stderr)
+    if best is not None:
+        log(f"done: step {step}, best {task.best_metric} {best:.4f}, run directory {run_dir}", file=sys.stderr)
     return metrics
 
 

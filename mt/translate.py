@@ -16,6 +16,7 @@ from mt.checkpoint import load_run
 from mt.decode import beam_search, greedy_or_sample
 from mt.errors import UserError, cli_entry
 from mt.hardware import autocast, pick_device
+from mt.quantize import quantize_int8
 from mt.tokenizer import END
 
 DEFAULT_MODEL = "runs/fr_en"
@@ -29,17 +30,21 @@ class Translator:
         self.max_src_tokens = model.max_len - 1  # room for the source's <END>
 
     @classmethod
-    def load(cls, run_dir: str | Path = DEFAULT_MODEL, device: str = "cpu") -> Translator:
+    def load(cls, run_dir: str | Path = DEFAULT_MODEL, device: str = "cpu", quantize: str | None = None) -> Translator:
+        """Load a run directory; quantize="int8" quantizes the Linear layers for CPU inference."""
         hint = "; train one with: python -m mt.train recipes/fr_en.yaml" if str(run_dir) == DEFAULT_MODEL else ""
         device = pick_device(device)
         cfg, tokenizer, model = load_run(run_dir, device, hint)
         if cfg.model.arch != "transformer":
             raise UserError(f"{run_dir} holds a {cfg.model.arch} language model; use python -m mt.generate --model {run_dir}")
+        if quantize == "int8":
+            model = quantize_int8(model)
         return cls(cfg, tokenizer, model, device)
 
     def translate(
         self, sentences: list[str], beam: int | None = None, temperature: float = 0.0, top_k: int | None = None,
         top_p: float | None = None, seed: int = 0, batch_size: int = 64, length_penalty: float | None = None,
+        use_cache: bool = True,
     ) -> list[str]:
         """Translate `sentences`. beam >= 1: beam search (beam 1 is greedy); beam None and
         temperature > 0: sampling; beam None and temperature 0: greedy. Defaults to the recipe's beam."""
@@ -63,9 +68,9 @@ class Translator:
             src = src.to(self.device)
             with autocast(self.device):
                 if beam is not None:
-                    ids, _ = beam_search(self.model, src, beam, alpha)
+                    ids, _ = beam_search(self.model, src, beam, alpha, use_cache)
                 else:
-                    ids, _ = greedy_or_sample(self.model, src, temperature, top_k, top_p, generator)
+                    ids, _ = greedy_or_sample(self.model, src, temperature, top_k, top_p, generator, use_cache)
             for i, out in zip(rows, ids):
                 outputs[i] = self.tokenizer.decode(out)
         return outputs
@@ -84,6 +89,7 @@ def add_decoding_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--length-penalty", type=float, help="beam search length normalisation (default: the recipe's)")
     p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
     p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--quantize", choices=["int8"], help="int8 dynamic quantization of the Linear layers (CPU)")
 
 
 def decoding_kwargs(args) -> dict:
@@ -124,7 +130,7 @@ def main(argv=None):
     add_decoding_args(p)
     args = p.parse_args(argv)
     kwargs = decoding_kwargs(args)
-    translator = Translator.load(args.model, args.device)
+    translator = Translator.load(args.model, args.device, args.quantize)
     lines = read_input(args)
     translations = translator.translate(lines, **kwargs)
     text = "".join(t.replace("\n", " ") + "\n" for t in translations)

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import sacrebleu
+import sentencepiece as spm
 import torch
 
 from mt import catalog
-from mt.batching import collate, token_batches
+from mt.batching import collate, shard, token_batches
 from mt.config import Config
+from mt.distributed import World
 from mt.decode import greedy_or_sample
 from mt.errors import UserError
 from mt.model import token_loss
@@ -38,18 +40,19 @@ class TranslationTask:
 
     best_metric, higher_is_better = "val_bleu", True
 
-    def __init__(self, cfg: Config, run_dir: Path, device: torch.device, resume: bool):
+    def __init__(self, cfg: Config, run_dir: Path, device: torch.device, reuse_tokenizer: bool, world: World = World()):
         d = cfg.data
         if cfg.data.max_tokens < d.max_len + 1:
             raise UserError(f"data.max_tokens ({d.max_tokens}) must hold at least one pair of data.max_len + 1 ({d.max_len + 1}) tokens")
         train = load_corpora(d.train, "train", d.src_lang, d.tgt_lang)
         valid = load_pairs(d.valid, "valid", d.src_lang, d.tgt_lang)
-        if resume:
+        if reuse_tokenizer:
             self.tokenizer: Tokenizer = load_tokenizer(run_dir)
         else:
             src_text, tgt_text = columns(train, "src", "tgt")
             self.tokenizer = train_tokenizer(cfg, src_text + tgt_text)
             self.tokenizer.save(run_dir)
+        self.world = world
         cache = catalog.data_dir() / "cache"
         self.train = filter_pairs(encode_pairs(train, self.tokenizer, cache), d.max_len, d.max_len_ratio, "train")
         self.valid = filter_pairs(encode_pairs(valid, self.tokenizer, cache), d.max_len, d.max_len_ratio, "valid")
@@ -59,6 +62,8 @@ class TranslationTask:
         self.tgt_lens = np.array([len(x) for x in self.tgt_ids])
         self.max_tokens, self.seed, self.device = d.max_tokens, cfg.seed, device
         self.sample_alpha = cfg.tokenizer.sampling_alpha if isinstance(self.tokenizer, SentencePieceTokenizer) else 0.0
+        if self.sample_alpha > 0:
+            spm.set_random_generator_seed(cfg.seed)  # SentencePiece samples with its own generator
         self.epoch, self.batch_in_epoch = 0, 0
 
     @property
@@ -77,9 +82,11 @@ class TranslationTask:
         return to_device(collate(src, tgt), self.device)
 
     def train_batches(self) -> Iterator[dict]:
-        """Endless epochs; each covers every pair once, in batches shuffled by (seed, epoch)."""
+        """Endless epochs; each covers every pair once, in batches shuffled by (seed, epoch) and,
+        under torchrun, shared out between the ranks."""
         while True:
             batches = token_batches(self.src_lens, self.tgt_lens, self.max_tokens, self.seed + self.epoch)
+            batches = shard(batches, self.world.rank, self.world.size)
             while self.batch_in_epoch < len(batches):
                 rows = batches[self.batch_in_epoch]
                 self.batch_in_epoch += 1

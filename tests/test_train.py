@@ -25,9 +25,9 @@ def run_train(out_dir, *extra):
     train_module.main([RECIPE, *TINY, f"out_dir={out_dir}", *extra])
 
 
-def interrupt_after(monkeypatch, n_batches):
+def interrupt_after(monkeypatch, n_batches, task_class=LanguageModelTask):
     """Deliver a real SIGINT while the training loop fetches batch n_batches + 1."""
-    original = LanguageModelTask.train_batches
+    original = task_class.train_batches
 
     def batches(self):
         for i, batch in enumerate(original(self)):
@@ -35,7 +35,7 @@ def interrupt_after(monkeypatch, n_batches):
                 os.kill(os.getpid(), signal.SIGINT)
             yield batch
 
-    monkeypatch.setattr(LanguageModelTask, "train_batches", batches)
+    monkeypatch.setattr(task_class, "train_batches", batches)
 
 
 def test_resume_ends_where_an_uninterrupted_run_does(toy_text_corpus, tmp_path, monkeypatch):
@@ -51,6 +51,33 @@ def test_resume_ends_where_an_uninterrupted_run_does(toy_text_corpus, tmp_path, 
     a = load_checkpoint(tmp_path / "straight" / "last.pt")
     b = load_checkpoint(tmp_path / "resumed" / "last.pt")
     assert a["step"] == b["step"] == 12
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+
+
+def test_translation_resume_continues_the_same_epoch(tmp_path, monkeypatch):
+    """Interrupted mid-epoch, a resumed translation run reaches the uninterrupted run's weights."""
+    from mt.translation import TranslationTask
+
+    fr = [f"le chat {i} dort" for i in range(60)]
+    en = [f"the cat {i} sleeps" for i in range(60)]
+    (tmp_path / "c.fr").write_text("\n".join(fr) + "\n")
+    (tmp_path / "c.en").write_text("\n".join(en) + "\n")
+    spec = f"{{path: text, data_files: {{fr: {tmp_path / 'c.fr'}, en: {tmp_path / 'c.en'}}}}}"
+    args = ["recipes/fr_en.yaml", f"data.train=[{spec}]", f"data.valid={spec}", "model.enc_layers=1",
+            "model.dec_layers=1", "model.d_model=16", "model.n_head=2", "model.d_ff=32", "model.dropout=0.1",
+            "tokenizer.kind=char", "data.max_tokens=120", "train.max_steps=14", "train.eval_every=7",
+            "train.warmup_steps=2", "train.device=cpu", "train.max_minutes=null"]
+    train_module.main([*args, f"out_dir={tmp_path / 'straight'}"])
+    with monkeypatch.context() as m:
+        interrupt_after(m, 4, TranslationTask)  # 60 pairs in ~4-pair batches: well inside the first epoch
+        with pytest.raises(SystemExit):
+            train_module.main([*args, f"out_dir={tmp_path / 'resumed'}"])
+    assert load_checkpoint(tmp_path / "resumed" / "last.pt")["task"]["batch_in_epoch"] > 0
+    train_module.main([*args, f"out_dir={tmp_path / 'resumed'}", "--resume"])
+    a = load_checkpoint(tmp_path / "straight" / "last.pt")
+    b = load_checkpoint(tmp_path / "resumed" / "last.pt")
+    assert a["task"] == b["task"] and a["step"] == b["step"] == 14
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
 

@@ -128,3 +128,13 @@ def test_small_model_learns_to_reverse_sequences():
     out, _ = greedy_or_sample(model, collate(src, tgt)["src"])
     accuracy = sum(o == t for o, t in zip(out, tgt)) / len(tgt)
     assert accuracy >= 0.95, accuracy
+
+
+def test_decoding_without_the_cache_gives_the_same_outputs():
+    model = tiny()
+    for p in model.parameters():
+        p.data.normal_(0, 0.3)
+    assert greedy_or_sample(model, sources())[0] == greedy_or_sample(model, sources(), use_cache=False)[0]
+    cached, s1 = beam_search(model, sources(), beam=3)
+    uncached, s2 = beam_search(model, sources(), beam=3, use_cache=False)
+    assert cached == uncached and torch.allclose(s1, s2, atol=1e-4)

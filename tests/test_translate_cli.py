@@ -121,3 +121,14 @@ def test_fr_en_recipe_end_to_end_on_multi30k(mirror, tmp_path):
     scored = cli("mt.evaluate", "--model", str(out), "--greedy", "--json", env=env)
     assert scored.returncode == 0, scored.stderr
     assert json.loads(scored.stdout)["sentences"] == 1000
+
+
+def test_int8_quantized_translation_keeps_lines_and_quality(run_dir):
+    plain = cli("mt.evaluate", "--model", str(run_dir), "--greedy", "--json")
+    quantized = cli("mt.evaluate", "--model", str(run_dir), "--greedy", "--json", "--quantize", "int8")
+    assert quantized.returncode == 0, quantized.stderr
+    a, b = json.loads(plain.stdout), json.loads(quantized.stdout)
+    assert b["sentences"] == a["sentences"] and b["decoding"] == "int8-greedy"
+    assert abs(a["chrf"] - b["chrf"]) < 5
+    lines = (run_dir / "hyp.test.int8-greedy.txt").read_text().split("\n")[:-1]
+    assert len(lines) == a["sentences"]
