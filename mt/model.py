@@ -165,7 +165,10 @@ class Embedding(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, idx: torch.Tensor, offset: int = 0) -> torch.Tensor:  # (B, T) -> (B, T, D)
-        x = self.tokens(idx) * self.scale + self.positions(idx.size(1), offset)
+        x = self.tokens(idx)
+        if self.scale != 1.0:
+            x = x * self.scale
+        x = x + self.positions(idx.size(1), offset)
         return self.dropout(x)
 
 
