@@ -39,7 +39,7 @@ def matrix_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n)
 
 
-def gpt_setting(quick: bool, on_gpu: bool) -> dict:
+def gpt_setting(on_gpu: bool) -> dict:
     if on_gpu:  # recipes/shakespeare_char.yaml as shipped
         overrides = []
     else:  # nanoGPT's README CPU configuration
@@ -59,7 +59,7 @@ def gpt_setting(quick: bool, on_gpu: bool) -> dict:
             "shape": f"{layers} layers, {d} dims, batch {b} x {t}"}
 
 
-def transformer_setting(quick: bool, on_gpu: bool) -> dict:
+def transformer_setting(on_gpu: bool) -> dict:
     if on_gpu:  # Transformer base: 6+6 layers, 512 dims, ~25k-token batches
         sizes, (b, s) = ["model.enc_layers=6", "model.dec_layers=6", "model.d_model=512", "model.n_head=8", "model.d_ff=2048"], (800, 32)
     else:  # the 3+3-layer, 256-dim CPU configuration, 4096-token batches
@@ -155,8 +155,8 @@ def main(argv=None):
     hardware = torch.cuda.get_device_name(device) if on_gpu else f"CPU {platform.machine()}, {torch.get_num_threads()} threads"
     precision = "bf16 autocast" if on_gpu else "fp32"
     steps = 3 if args.quick else 20
-    training = [measure_training(s(args.quick, on_gpu), device, steps) for s in (gpt_setting, transformer_setting)]
-    decode_setting = transformer_setting(args.quick, False)  # the CPU-sized model decodes everywhere
+    training = [measure_training(s(on_gpu), device, steps) for s in (gpt_setting, transformer_setting)]
+    decode_setting = transformer_setting(False)  # the CPU-sized model decodes everywhere
     decoding = measure_decoding(decode_setting, device, sentences=16 if args.quick else 64, src_len=16)
     print(f"mt.bench on {hardware}, torch {torch.__version__}, {precision}; random weights, synthetic batches\n")
     print(f"{'training':<26}{'shape':<52}{'step ms':>9}{'tokens/s':>11}{'TFLOP/s':>9}{'MFU':>7}")

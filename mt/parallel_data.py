@@ -139,8 +139,8 @@ def encode_pairs(ds: datasets.Dataset, tokenizer, cache_dir: Path | None) -> dat
 def filter_pairs(ds: datasets.Dataset, max_len: int, max_ratio: float, what: str, log=sys.stderr) -> datasets.Dataset:
     """Drop empty pairs, pairs over `max_len` tokens and pairs whose lengths (each counting its
     <END>) differ by more than `max_ratio`; report how many of each."""
-    src_lens = [len(x) for x in ds["src_ids"]]
-    tgt_lens = [len(x) for x in ds["tgt_ids"]]
+    src_ids, tgt_ids = columns(ds, "src_ids", "tgt_ids")
+    src_lens, tgt_lens = [len(x) for x in src_ids], [len(x) for x in tgt_ids]
     counts = {"empty": 0, "too long": 0, "length ratio": 0}
     keep = []
     for i, (s, t) in enumerate(zip(src_lens, tgt_lens)):
