@@ -154,7 +154,8 @@ def filter_pairs(ds: datasets.Dataset, max_len: int, max_ratio: float, what: str
             keep.append(i)
     dropped = len(ds) - len(keep)
     detail = ", ".join(f"{n} {why}" for why, n in counts.items() if n)
-    print(f"{what}: {len(ds):,} pairs, kept {len(keep):,}" + (f", dropped {dropped:,} ({detail})" if dropped else ""), file=log)
+    if log is not None:
+        print(f"{what}: {len(ds):,} pairs, kept {len(keep):,}" + (f", dropped {dropped:,} ({detail})" if dropped else ""), file=log)
     if not keep:
         raise UserError(f"{what}: no pair is left after filtering; check the corpus and data.max_len")
     return ds.select(keep) if dropped else ds

@@ -53,9 +53,9 @@ class TranslationTask:
             self.tokenizer = train_tokenizer(cfg, src_text + tgt_text)
             self.tokenizer.save(run_dir)
         self.world = world
-        cache = catalog.data_dir() / "cache"
-        self.train = filter_pairs(encode_pairs(train, self.tokenizer, cache), d.max_len, d.max_len_ratio, "train")
-        self.valid = filter_pairs(encode_pairs(valid, self.tokenizer, cache), d.max_len, d.max_len_ratio, "valid")
+        cache, log = catalog.data_dir() / "cache", sys.stderr if world.is_main else None
+        self.train = filter_pairs(encode_pairs(train, self.tokenizer, cache), d.max_len, d.max_len_ratio, "train", log)
+        self.valid = filter_pairs(encode_pairs(valid, self.tokenizer, cache), d.max_len, d.max_len_ratio, "valid", log)
         self.src_ids, self.tgt_ids = columns(self.train, "src_ids", "tgt_ids")
         self.valid_src, self.valid_tgt, self.valid_refs = columns(self.valid, "src_ids", "tgt_ids", "tgt")
         self.src_lens = np.array([len(x) for x in self.src_ids])
