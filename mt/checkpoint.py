@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -20,16 +21,21 @@ from mt.tokenizer import Tokenizer, load_tokenizer
 LAST, BEST = "last.pt", "best.pt"
 
 
-def save_checkpoint(path: Path, state: dict) -> None:
+def atomic_write(path: Path, write: Callable[[str], None]) -> None:
+    """Call write(temporary_name), then rename it over `path`: readers never see a partial file."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     os.close(fd)
     try:
-        torch.save(state, tmp)
+        write(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    atomic_write(path, lambda tmp: torch.save(state, tmp))
 
 
 def load_checkpoint(path: Path) -> dict:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import datasets
 import numpy as np
 import sacrebleu
 import sentencepiece as spm
@@ -13,6 +15,7 @@ import torch
 
 from mt import catalog
 from mt.batching import collate, shard, token_batches
+from mt.checkpoint import atomic_write
 from mt.config import Config
 from mt.distributed import World
 from mt.decode import greedy_or_sample
@@ -22,11 +25,22 @@ from mt.parallel_data import columns, encode_pairs, filter_pairs, load_corpora, 
 from mt.tokenizer import CharTokenizer, SentencePieceTokenizer, Tokenizer, load_tokenizer
 
 
-def train_tokenizer(cfg: Config, texts: list[str]) -> Tokenizer:
+def train_tokenizer(cfg: Config, train: datasets.Dataset, cache_dir: Path) -> Tokenizer:
+    """A tokenizer for the training corpora. SentencePiece models are cached by the corpora's
+    content and the tokenizer settings, so a second run with the same data does not retrain."""
+    src_text, tgt_text = columns(train, "src", "tgt")
     if cfg.tokenizer.kind == "char":
-        return CharTokenizer.train(texts)
-    print(f"training a {cfg.tokenizer.vocab_size}-piece {cfg.tokenizer.model_type} SentencePiece model", file=sys.stderr)
-    return SentencePieceTokenizer.train(texts, cfg.tokenizer.vocab_size, cfg.tokenizer.model_type)
+        return CharTokenizer.train(src_text + tgt_text)
+    t = cfg.tokenizer
+    key = hashlib.sha256(f"{train._fingerprint}|{t.vocab_size}|{t.model_type}".encode()).hexdigest()[:20]
+    cached = cache_dir / f"spm-{key}.model"
+    if cached.is_file():
+        return SentencePieceTokenizer(cached.read_bytes())
+    print(f"training a {t.vocab_size}-piece {t.model_type} SentencePiece model", file=sys.stderr)
+    tokenizer = SentencePieceTokenizer.train(src_text + tgt_text, t.vocab_size, t.model_type)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(cached, lambda tmp: Path(tmp).write_bytes(tokenizer.model_proto))
+    return tokenizer
 
 
 def to_device(batch: dict, device: torch.device) -> dict:
@@ -46,14 +60,13 @@ class TranslationTask:
             raise UserError(f"data.max_tokens ({d.max_tokens}) must hold at least one pair of data.max_len + 1 ({d.max_len + 1}) tokens")
         train = load_corpora(d.train, "train", d.src_lang, d.tgt_lang)
         valid = load_pairs(d.valid, "valid", d.src_lang, d.tgt_lang)
+        cache, log = catalog.data_dir() / "cache", sys.stderr if world.is_main else None
         if reuse_tokenizer:
             self.tokenizer: Tokenizer = load_tokenizer(run_dir)
         else:
-            src_text, tgt_text = columns(train, "src", "tgt")
-            self.tokenizer = train_tokenizer(cfg, src_text + tgt_text)
+            self.tokenizer = train_tokenizer(cfg, train, cache)
             self.tokenizer.save(run_dir)
         self.world = world
-        cache, log = catalog.data_dir() / "cache", sys.stderr if world.is_main else None
         self.train = filter_pairs(encode_pairs(train, self.tokenizer, cache), d.max_len, d.max_len_ratio, "train", log)
         self.valid = filter_pairs(encode_pairs(valid, self.tokenizer, cache), d.max_len, d.max_len_ratio, "valid", log)
         self.src_ids, self.tgt_ids = columns(self.train, "src_ids", "tgt_ids")

@@ -81,3 +81,19 @@ def test_token_batches_respect_budget_and_cover_each_pair_once():
     assert [b.tolist() for b in batches] != [b.tolist() for b in other_epoch]
     padded = sum(len(b) * (max(src[b].max(), tgt[b].max()) + 1) for b in batches)
     assert padded < 1.1 * (np.maximum(src, tgt) + 1).sum()  # length buckets keep padding small
+
+
+def test_sentencepiece_model_is_cached_by_content(tmp_path):
+    from mt.config import load_config
+    from mt.translation import train_tokenizer
+
+    fr = [f"le chat numéro {i} dort près de la fenêtre" for i in range(200)]
+    en = [f"the cat number {i} sleeps near the window" for i in range(200)]
+    cfg = load_config("recipes/fr_en.yaml", ["tokenizer.vocab_size=60"])
+    first = train_tokenizer(cfg, load_pairs(text_spec(tmp_path, fr, en), "train", "fr", "en"), tmp_path / "cache")
+    assert len(list((tmp_path / "cache").glob("spm-*.model"))) == 1
+    again = train_tokenizer(cfg, load_pairs(text_spec(tmp_path, fr, en), "train", "fr", "en"), tmp_path / "cache")
+    assert again.fingerprint() == first.fingerprint()
+    other = load_config("recipes/fr_en.yaml", ["tokenizer.vocab_size=50"])
+    train_tokenizer(other, load_pairs(text_spec(tmp_path, fr, en), "train", "fr", "en"), tmp_path / "cache")
+    assert len(list((tmp_path / "cache").glob("spm-*.model"))) == 2  # settings are part of the key
