@@ -3,7 +3,6 @@
 import math
 
 import torch
-import torch.nn.functional as F
 
 from mt.model import GPT, Attention
 

@@ -6,7 +6,7 @@ import torch
 from mt.batching import collate
 from mt.decode import beam_search, greedy_or_sample
 from mt.model import Transformer, token_loss
-from mt.tokenizer import END, PAD, START
+from mt.tokenizer import END, START
 
 V = 20
 
