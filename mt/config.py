@@ -36,6 +36,7 @@ class DataConfig:
     max_len: int = 128  # translation: longer pairs (in tokens) are dropped
     max_len_ratio: float = 3.0  # translation: pairs whose token lengths differ more are dropped
     max_tokens: int = 4096  # translation: tokens per batch (source or target, the larger)
+    num_proc: int = 0  # translation: processes that encode the corpora; 0 = one per 100k pairs, up to the cores
 
 
 @dataclass
@@ -44,6 +45,7 @@ class TokenizerConfig:
     vocab_size: int = 8000
     model_type: Literal["unigram", "bpe"] = "unigram"
     sampling_alpha: float = 0.0  # > 0: subword regularization while training (unigram only)
+    max_pairs: int = 1_000_000  # SentencePiece learns from at most this many pairs, drawn at random
 
 
 @dataclass
@@ -207,11 +209,14 @@ def _check(cfg: Config, source: str) -> None:
         "data.max_len": d.max_len, "data.max_tokens": d.max_tokens, "train.batch_size": t.batch_size, "train.grad_accum": t.grad_accum,
         "train.max_steps": t.max_steps, "train.eval_every": t.eval_every,
         "train.eval_batches": t.eval_batches, "train.log_every": t.log_every,
-        "tokenizer.vocab_size": cfg.tokenizer.vocab_size, "decode.beam": cfg.decode.beam,
+        "tokenizer.vocab_size": cfg.tokenizer.vocab_size, "tokenizer.max_pairs": cfg.tokenizer.max_pairs,
+        "decode.beam": cfg.decode.beam,
     }
     for key, value in positive.items():
         if value <= 0:
             raise UserError(f"{source}: {key} must be positive, got {value}")
+    if d.num_proc < 0:
+        raise UserError(f"{source}: data.num_proc must be 0 (automatic) or a number of processes, got {d.num_proc}")
     if m.d_model % m.n_head:
         raise UserError(f"{source}: model.d_model ({m.d_model}) must be divisible by model.n_head ({m.n_head})")
     if not 0.0 <= m.dropout < 1.0:

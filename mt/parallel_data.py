@@ -12,17 +12,24 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 import sys
 from pathlib import Path
 
 import datasets
+import numpy as np
 
 from mt import catalog
+from mt.batching import Ragged
 from mt.errors import UserError
 
 # The Multi30k split a role takes when a recipe names the corpus alone.
 MULTI30K_DEFAULT_SPLIT = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
 PAIR_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")})
+ENCODED_FEATURES = datasets.Features({
+    "src_ids": datasets.Sequence(datasets.Value("int32")), "tgt_ids": datasets.Sequence(datasets.Value("int32")),
+    "src_len": datasets.Value("int32"), "tgt_len": datasets.Value("int32"),
+})
 SPEC_KEYS = {"path", "name", "split", "data_files", "field", "columns", "delimiter", "revision"}
 
 datasets.disable_progress_bars()
@@ -96,8 +103,12 @@ def _generic_pairs(spec: dict, src_lang: str, tgt_lang: str) -> datasets.Dataset
         field = spec["field"]
         if field not in ds.column_names:
             raise UserError(f"corpus {spec['path']}: no column '{field}' (columns: {', '.join(ds.column_names)})")
-        return ds.map(lambda b: {"src": [p[src_lang] for p in b[field]], "tgt": [p[tgt_lang] for p in b[field]]},
-                      batched=True, remove_columns=ds.column_names)
+        # A struct column of {lang: text}: flattening splits it into columns without copying data.
+        flat = ds.select_columns([field]).flatten()
+        wanted = [f"{field}.{src_lang}", f"{field}.{tgt_lang}"]
+        if not set(wanted) <= set(flat.column_names):
+            raise UserError(f"corpus {spec['path']}: column '{field}' holds no {src_lang!r} and {tgt_lang!r} texts")
+        return flat.select_columns(wanted).rename_columns(dict(zip(wanted, ["src", "tgt"])))
     columns = spec.get("columns", {src_lang: src_lang, tgt_lang: tgt_lang})
     missing = [columns.get(lang, lang) for lang in (src_lang, tgt_lang) if columns.get(lang, lang) not in ds.column_names]
     if missing:
@@ -119,8 +130,15 @@ def load_corpora(specs: list, role: str, src_lang: str, tgt_lang: str) -> datase
     return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
 
 
-def encode_pairs(ds: datasets.Dataset, tokenizer, cache_dir: Path | None) -> datasets.Dataset:
-    """Add `src_ids`/`tgt_ids` columns, cached on disk by content: a second run does not re-tokenize."""
+def auto_num_proc(n_pairs: int) -> int:
+    """Worker processes for encoding: one per 100k pairs, at most one per core (spawning costs a second)."""
+    return max(1, min(os.cpu_count() or 1, n_pairs // 100_000))
+
+
+def encode_pairs(ds: datasets.Dataset, tokenizer, cache_dir: Path | None, num_proc: int = 1) -> datasets.Dataset:
+    """Token ids and lengths of every pair, in an Arrow file cached by content under `cache_dir`:
+    memory-mapped, so a corpus larger than memory stays on disk, and a second run does not
+    re-tokenize. Columns: src_ids, tgt_ids (int32 lists), src_len, tgt_len; rows as in `ds`."""
     cache_file = None
     if cache_dir is not None:
         key = hashlib.sha256()
@@ -130,35 +148,60 @@ def encode_pairs(ds: datasets.Dataset, tokenizer, cache_dir: Path | None) -> dat
         cache_file = str(cache_dir / f"encoded-{key.hexdigest()[:20]}.arrow")
 
     def encode(batch):
-        return {"src_ids": tokenizer.encode_batch(batch["src"]), "tgt_ids": tokenizer.encode_batch(batch["tgt"])}
+        src, tgt = tokenizer.encode_batch(batch["src"]), tokenizer.encode_batch(batch["tgt"])
+        return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(x) for x in src], "tgt_len": [len(x) for x in tgt]}
 
-    return ds.map(encode, batched=True, batch_size=2000, cache_file_name=cache_file, load_from_cache_file=True,
+    return ds.map(encode, batched=True, batch_size=2000, features=ENCODED_FEATURES, remove_columns=ds.column_names,
+                  num_proc=num_proc if num_proc > 1 else None, cache_file_name=cache_file, load_from_cache_file=True,
                   new_fingerprint=Path(cache_file).stem if cache_file else None)
 
 
-def filter_pairs(ds: datasets.Dataset, max_len: int, max_ratio: float, what: str, log=sys.stderr) -> datasets.Dataset:
-    """Drop empty pairs, pairs over `max_len` tokens and pairs whose lengths (each counting its
-    <END>) differ by more than `max_ratio`; report how many of each."""
-    src_ids, tgt_ids = columns(ds, "src_ids", "tgt_ids")
-    src_lens, tgt_lens = [len(x) for x in src_ids], [len(x) for x in tgt_ids]
-    counts = {"empty": 0, "too long": 0, "length ratio": 0}
-    keep = []
-    for i, (s, t) in enumerate(zip(src_lens, tgt_lens)):
-        if s == 0 or t == 0:
-            counts["empty"] += 1
-        elif s > max_len or t > max_len:
-            counts["too long"] += 1
-        elif max(s + 1, t + 1) > max_ratio * min(s + 1, t + 1):
-            counts["length ratio"] += 1
-        else:
-            keep.append(i)
-    dropped = len(ds) - len(keep)
-    detail = ", ".join(f"{n} {why}" for why, n in counts.items() if n)
+def filter_pairs(src_lens: np.ndarray, tgt_lens: np.ndarray, max_len: int, max_ratio: float, what: str,
+                 log=sys.stderr) -> np.ndarray:
+    """Rows to keep: not empty, within `max_len` tokens, and lengths (each counting its <END>)
+    within `max_ratio` of each other. Reports how many pairs each rule dropped."""
+    empty = (src_lens == 0) | (tgt_lens == 0)
+    too_long = ~empty & ((src_lens > max_len) | (tgt_lens > max_len))
+    s, t = src_lens + 1, tgt_lens + 1
+    ratio = ~empty & ~too_long & (np.maximum(s, t) > max_ratio * np.minimum(s, t))
+    keep = np.flatnonzero(~(empty | too_long | ratio))
+    counts = {"empty": int(empty.sum()), "too long": int(too_long.sum()), "length ratio": int(ratio.sum())}
+    dropped = len(src_lens) - len(keep)
+    detail = ", ".join(f"{n:,} {why}" for why, n in counts.items() if n)
     if log is not None:
-        print(f"{what}: {len(ds):,} pairs, kept {len(keep):,}" + (f", dropped {dropped:,} ({detail})" if dropped else ""), file=log)
-    if not keep:
+        print(f"{what}: {len(src_lens):,} pairs, kept {len(keep):,}" + (f", dropped {dropped:,} ({detail})" if dropped else ""), file=log)
+    if not len(keep):
         raise UserError(f"{what}: no pair is left after filtering; check the corpus and data.max_len")
-    return ds.select(keep) if dropped else ds
+    return keep
+
+
+class EncodedCorpus:
+    """A filtered, encoded parallel corpus. The ids stay in memory-mapped Arrow; memory holds only
+    the kept row numbers and their lengths, which is all the batch sampler needs."""
+
+    def __init__(self, pairs: datasets.Dataset, tokenizer, cache_dir: Path | None, max_len: int, max_ratio: float,
+                 what: str, num_proc: int = 0, log=sys.stderr):
+        self.pairs = pairs  # the raw text, same row order: references and subword sampling read it
+        encoded = encode_pairs(pairs, tokenizer, cache_dir, num_proc or auto_num_proc(len(pairs)))
+        lens = encoded.with_format("arrow", columns=["src_len", "tgt_len"])[:]  # zero-copy views
+        src_lens, tgt_lens = (lens.column(c).to_numpy().astype(np.int32) for c in ("src_len", "tgt_len"))
+        self.rows = filter_pairs(src_lens, tgt_lens, max_len, max_ratio, what, log)
+        self.src_lens, self.tgt_lens = src_lens[self.rows], tgt_lens[self.rows]
+        self._ids = encoded.with_format("arrow", columns=["src_ids", "tgt_ids"])
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def ids(self, batch: np.ndarray) -> tuple[Ragged, Ragged]:
+        """Source and target ids of pairs `batch` (positions among the kept pairs)."""
+        table = self._ids[self.rows[batch]]
+        return Ragged.from_arrow(table.column("src_ids")), Ragged.from_arrow(table.column("tgt_ids"))
+
+    def texts(self, batch: np.ndarray, column: str) -> list[str]:
+        return self.pairs[self.rows[batch]][column]
+
+    def all_texts(self, column: str) -> list[str]:
+        return columns(self.pairs.select(self.rows), column)[0]
 
 
 def columns(ds: datasets.Dataset, *names: str) -> list[list]:

@@ -30,8 +30,10 @@ from mt.lm import LanguageModelTask
 from mt.model import build_model
 from mt.optim import lr_at, make_optimizer
 
-# Recipe sections that must not change when a run is resumed (train.* and decode.* may).
+# Recipe sections that must not change when a run is resumed (train.* and decode.* may), and
+# the keys in them that may: they change how fast the data is prepared, not what it is.
 FROZEN_ON_RESUME = ("data", "tokenizer", "model")
+FREE_ON_RESUME = {"data.num_proc"}
 
 
 def build_task(cfg: Config, run_dir: Path, device: torch.device, reuse_tokenizer: bool, world: distributed.World):
@@ -65,7 +67,7 @@ def _check_resumable(cfg: Config, saved: dict, run_dir: Path) -> None:
     now = cfg.to_dict()
     for section in FROZEN_ON_RESUME:
         for key, value in now[section].items():
-            if saved[section].get(key) != value:
+            if saved[section].get(key, value) != value and f"{section}.{key}" not in FREE_ON_RESUME:
                 raise UserError(
                     f"cannot resume {run_dir}: {section}.{key} was {saved[section].get(key)!r}, the recipe now says "
                     f"{value!r}; restore it or train into another out_dir"

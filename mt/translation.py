@@ -14,39 +14,56 @@ import sentencepiece as spm
 import torch
 
 from mt import catalog
-from mt.batching import collate, shard, token_batches
+from mt.batching import collate, prefetch, shard, token_batches
 from mt.checkpoint import atomic_write
 from mt.config import Config
-from mt.distributed import World
 from mt.decode import greedy_or_sample
+from mt.distributed import World
 from mt.errors import UserError
 from mt.model import token_loss
-from mt.parallel_data import columns, encode_pairs, filter_pairs, load_corpora, load_pairs
-from mt.tokenizer import CharTokenizer, SentencePieceTokenizer, Tokenizer, load_tokenizer
+from mt.parallel_data import EncodedCorpus, load_corpora, load_pairs
+from mt.tokenizer import (
+    CharTokenizer,
+    SentencePieceTokenizer,
+    Tokenizer,
+    load_tokenizer,
+)
+
+
+def tokenizer_texts(train: datasets.Dataset, max_pairs: int, seed: int) -> Iterator[str]:
+    """Both sides of at most `max_pairs` training pairs, drawn at random when there are more, read
+    in chunks so a corpus larger than memory never has to fit in it."""
+    if len(train) > max_pairs:
+        rows = np.sort(np.random.default_rng(seed).choice(len(train), max_pairs, replace=False))
+        train = train.select(rows)
+    for column in ("src", "tgt"):  # all sources, then all targets: the order the trainer saw before
+        for chunk in train.select_columns([column]).iter(batch_size=10_000):
+            yield from chunk[column]
 
 
 def train_tokenizer(cfg: Config, train: datasets.Dataset, cache_dir: Path) -> Tokenizer:
     """A tokenizer for the training corpora. SentencePiece models are cached by the corpora's
     content and the tokenizer settings, so a second run with the same data does not retrain."""
-    src_text, tgt_text = columns(train, "src", "tgt")
-    if cfg.tokenizer.kind == "char":
-        return CharTokenizer.train(src_text + tgt_text)
     t = cfg.tokenizer
-    key = hashlib.sha256(f"{train._fingerprint}|{t.vocab_size}|{t.model_type}".encode()).hexdigest()[:20]
+    if t.kind == "char":  # every character of the corpus: no sampling, or rare ones would be <unk>
+        return CharTokenizer.train(tokenizer_texts(train, len(train), cfg.seed))
+    sample = f"|{t.max_pairs}|{cfg.seed}" if len(train) > t.max_pairs else ""
+    key = hashlib.sha256(f"{train._fingerprint}|{t.vocab_size}|{t.model_type}{sample}".encode()).hexdigest()[:20]
     cached = cache_dir / f"spm-{key}.model"
     if cached.is_file():
         return SentencePieceTokenizer(cached.read_bytes())
-    print(f"training a {t.vocab_size}-piece {t.model_type} SentencePiece model", file=sys.stderr)
-    tokenizer = SentencePieceTokenizer.train(src_text + tgt_text, t.vocab_size, t.model_type)
+    print(f"training a {t.vocab_size}-piece {t.model_type} SentencePiece model on {min(len(train), t.max_pairs):,} pairs",
+          file=sys.stderr)
+    tokenizer = SentencePieceTokenizer.train(tokenizer_texts(train, t.max_pairs, cfg.seed), t.vocab_size, t.model_type,
+                                             max_sentences=2 * t.max_pairs)
     cache_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(cached, lambda tmp: Path(tmp).write_bytes(tokenizer.model_proto))
     return tokenizer
 
 
 def to_device(batch: dict, device: torch.device) -> dict:
-    pin = device.type == "cuda"
-    return {k: (v.pin_memory().to(device, non_blocking=True) if pin else v.to(device)) if torch.is_tensor(v) else v
-            for k, v in batch.items()}
+    """Tensors to `device`; from page-locked memory the copy does not wait for the GPU."""
+    return {k: v.to(device, non_blocking=v.is_pinned()) if torch.is_tensor(v) else v for k, v in batch.items()}
 
 
 class TranslationTask:
@@ -67,17 +84,18 @@ class TranslationTask:
             self.tokenizer = train_tokenizer(cfg, train, cache)
             self.tokenizer.save(run_dir)
         self.world = world
-        self.train = filter_pairs(encode_pairs(train, self.tokenizer, cache), d.max_len, d.max_len_ratio, "train", log)
-        self.valid = filter_pairs(encode_pairs(valid, self.tokenizer, cache), d.max_len, d.max_len_ratio, "valid", log)
-        self.src_ids, self.tgt_ids = columns(self.train, "src_ids", "tgt_ids")
-        self.valid_src, self.valid_tgt, self.valid_refs = columns(self.valid, "src_ids", "tgt_ids", "tgt")
-        self.src_lens = np.array([len(x) for x in self.src_ids])
-        self.tgt_lens = np.array([len(x) for x in self.tgt_ids])
+        encode = {"tokenizer": self.tokenizer, "cache_dir": cache, "max_len": d.max_len, "max_ratio": d.max_len_ratio,
+                  "num_proc": d.num_proc, "log": log}
+        self.train = EncodedCorpus(train, what="train", **encode)
+        self.valid = EncodedCorpus(valid, what="valid", **encode)
+        self.valid_refs = self.valid.all_texts("tgt")
         self.max_tokens, self.seed, self.device = d.max_tokens, cfg.seed, device
+        # Tensor cores and torch.compile want few, aligned shapes; on CPU padding is only waste.
+        self.pad_multiple = 8 if device.type == "cuda" or cfg.train.compile else 1
         self.sample_alpha = cfg.tokenizer.sampling_alpha if isinstance(self.tokenizer, SentencePieceTokenizer) else 0.0
         if self.sample_alpha > 0:
             spm.set_random_generator_seed(cfg.seed)  # SentencePiece samples with its own generator
-        self.epoch, self.batch_in_epoch = 0, 0
+        self.epoch, self.batch_in_epoch = 0, 0  # where the batches handed to training have got to
 
     @property
     def vocab_size(self) -> int:
@@ -85,26 +103,33 @@ class TranslationTask:
 
     def _batch(self, rows: np.ndarray) -> dict:
         if self.sample_alpha > 0:  # subword regularization: a fresh segmentation every time
-            texts = self.train.select(rows)
-            src = self.tokenizer.encode_batch(texts["src"][:], self.sample_alpha)
-            tgt = self.tokenizer.encode_batch(texts["tgt"][:], self.sample_alpha)
+            src = self.tokenizer.encode_batch(self.train.texts(rows, "src"), self.sample_alpha)
+            tgt = self.tokenizer.encode_batch(self.train.texts(rows, "tgt"), self.sample_alpha)
             keep = [j for j, (s, t) in enumerate(zip(src, tgt)) if s and t]
-            src, tgt = [src[j] for j in keep], [tgt[j] for j in keep]
+            batch = collate([src[j] for j in keep], [tgt[j] for j in keep], self.pad_multiple)
         else:
-            src, tgt = [self.src_ids[i] for i in rows], [self.tgt_ids[i] for i in rows]
-        return to_device(collate(src, tgt), self.device)
+            batch = collate(*self.train.ids(rows), self.pad_multiple)
+        if self.device.type == "cuda":  # page-locked, so the copy to the GPU can overlap compute
+            batch = {k: v.pin_memory() if torch.is_tensor(v) else v for k, v in batch.items()}
+        return batch
+
+    def _epochs(self, epoch: int, batch_in_epoch: int) -> Iterator[tuple[dict, int, int]]:
+        """Endless epochs from (epoch, batch_in_epoch) on; each batch comes with the position
+        after it."""
+        while True:
+            batches = token_batches(self.train.src_lens, self.train.tgt_lens, self.max_tokens, self.seed + epoch)
+            batches = shard(batches, self.world.rank, self.world.size)
+            for i in range(batch_in_epoch, len(batches)):
+                yield self._batch(batches[i]), epoch, i + 1
+            epoch, batch_in_epoch = epoch + 1, 0
 
     def train_batches(self) -> Iterator[dict]:
         """Endless epochs; each covers every pair once, in batches shuffled by (seed, epoch) and,
-        under torchrun, shared out between the ranks."""
-        while True:
-            batches = token_batches(self.src_lens, self.tgt_lens, self.max_tokens, self.seed + self.epoch)
-            batches = shard(batches, self.world.rank, self.world.size)
-            while self.batch_in_epoch < len(batches):
-                rows = batches[self.batch_in_epoch]
-                self.batch_in_epoch += 1
-                yield self._batch(rows)
-            self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+        under torchrun, shared out between the ranks. Batches are prepared ahead in a thread; the
+        resumable position is that of the last batch handed out, not of the last one prepared."""
+        for batch, epoch, batch_in_epoch in prefetch(self._epochs(self.epoch, self.batch_in_epoch)):
+            self.epoch, self.batch_in_epoch = epoch, batch_in_epoch
+            yield to_device(batch, self.device)
 
     def batch_tokens(self, batch: dict) -> int:
         return batch["n_tokens"]
@@ -116,12 +141,10 @@ class TranslationTask:
     @torch.no_grad()
     def evaluate(self, model, autocast) -> dict:
         """Validation loss per target token, and greedy BLEU against the raw references."""
-        src_ids, tgt_ids = self.valid_src, self.valid_tgt
-        src_lens, tgt_lens = np.array([len(x) for x in src_ids]), np.array([len(x) for x in tgt_ids])
-        hypotheses = [""] * len(src_ids)
+        hypotheses = [""] * len(self.valid)
         total, count = torch.zeros((), device=self.device), 0
-        for rows in token_batches(src_lens, tgt_lens, self.max_tokens, seed=0):
-            batch = to_device(collate([src_ids[i] for i in rows], [tgt_ids[i] for i in rows]), self.device)
+        for rows in token_batches(self.valid.src_lens, self.valid.tgt_lens, self.max_tokens, seed=0):
+            batch = to_device(collate(*self.valid.ids(rows), self.pad_multiple), self.device)
             with autocast:
                 total += self.loss(model, batch) * batch["n_tokens"]
                 outputs, _ = greedy_or_sample(model, batch["src"])

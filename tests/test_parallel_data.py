@@ -8,7 +8,13 @@ import pytest
 
 from mt.batching import token_batches
 from mt.errors import UserError
-from mt.parallel_data import columns, encode_pairs, filter_pairs, load_corpora, load_pairs
+from mt.parallel_data import (
+    EncodedCorpus,
+    columns,
+    encode_pairs,
+    load_corpora,
+    load_pairs,
+)
 from mt.tokenizer import CharTokenizer
 
 
@@ -51,21 +57,27 @@ def test_filters_count_empty_long_and_ratio(tmp_path):
     en = ["short", "empty", "long", "a long reply here", ""]
     ds = load_pairs(text_spec(tmp_path, fr, en), "train", "fr", "en")
     tok = CharTokenizer.train(fr + en)
-    encoded = encode_pairs(ds, tok, cache_dir=None)
     log = io.StringIO()
-    kept = filter_pairs(encoded, max_len=30, max_ratio=3.0, what="train", log=log)
-    assert columns(kept, "src") == [["court"]]
+    kept = EncodedCorpus(ds, tok, cache_dir=None, max_len=30, max_ratio=3.0, what="train", log=log)
+    assert kept.all_texts("src") == ["court"] and len(kept) == 1
     assert log.getvalue().strip() == "train: 5 pairs, kept 1, dropped 4 (2 empty, 1 too long, 1 length ratio)"
+    src, tgt = kept.ids(np.array([0]))
+    assert src.values.tolist() == tok.encode("court") and tgt.lengths.tolist() == [len("short")]
 
 
-def test_encoding_is_cached(tmp_path):
-    ds = load_pairs(text_spec(tmp_path, ["un", "deux"], ["one", "two"]), "train", "fr", "en")
-    tok = CharTokenizer.train(["undeuxonetwo"])
+def test_encoding_is_cached_and_split_across_processes(tmp_path):
+    fr, en = [f"numéro {i}" for i in range(300)], [f"number {i}" for i in range(300)]
+    ds = load_pairs(text_spec(tmp_path, fr, en), "train", "fr", "en")
+    tok = CharTokenizer.train(fr + en)
     first = encode_pairs(ds, tok, tmp_path / "cache")
     files = list((tmp_path / "cache").glob("encoded-*.arrow"))
     assert len(files) == 1
     second = encode_pairs(ds, tok, tmp_path / "cache")
     assert second.cache_files[0]["filename"] == str(files[0]) and columns(second, "src_ids") == columns(first, "src_ids")
+    two = encode_pairs(ds, tok, tmp_path / "other", num_proc=2)
+    assert len(two.cache_files) == 2  # one Arrow shard per process, read back in order
+    assert columns(two, "src_ids", "tgt_len") == columns(first, "src_ids", "tgt_len")
+    assert columns(first, "src_ids")[0][7] == tok.encode(fr[7])
 
 
 def test_token_batches_respect_budget_and_cover_each_pair_once():
