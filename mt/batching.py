@@ -66,13 +66,15 @@ def token_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, s
     return batches
 
 
-def pad(rows: Ragged, prefix: int | None = None, suffix: int | None = None, multiple: int = 1) -> torch.Tensor:
+def pad(rows: Ragged, prefix: int | None = None, suffix: int | None = None, multiple: int = 1,
+        limit: int | None = None) -> torch.Tensor:
     """(B, width) tensor of [prefix] + row + [suffix], right-padded with <pad>; the width is
-    rounded up to `multiple` (tensor cores and torch.compile like few, aligned shapes)."""
+    rounded up to `multiple` (tensor cores and torch.compile like few, aligned shapes) but not
+    past `limit` (the model's positions)."""
     values, lengths = rows
     start = int(prefix is not None)
     width = int(lengths.max()) + start + int(suffix is not None)
-    width = -(-width // multiple) * multiple
+    width = max(width, min(-(-width // multiple) * multiple, limit or width))
     out = np.full((len(lengths), width), PAD, dtype=np.int64)
     columns = np.arange(width)
     out[(columns >= start) & (columns < start + lengths[:, None])] = values  # row-major, as values are laid out
@@ -83,15 +85,15 @@ def pad(rows: Ragged, prefix: int | None = None, suffix: int | None = None, mult
     return torch.from_numpy(out)
 
 
-def collate(src_rows, tgt_rows, multiple: int = 1) -> dict:
+def collate(src_rows, tgt_rows, multiple: int = 1, limit: int | None = None) -> dict:
     """src = x + <END>; tgt_in = <START> + y; tgt_out = y + <END>; `n_tokens` counts target tokens.
-    Rows are lists of ids or `Ragged`."""
+    Rows are lists of ids or `Ragged`; widths are padded as `pad` says."""
     src = src_rows if isinstance(src_rows, Ragged) else Ragged.from_rows(src_rows)
     tgt = tgt_rows if isinstance(tgt_rows, Ragged) else Ragged.from_rows(tgt_rows)
     return {
-        "src": pad(src, suffix=END, multiple=multiple),
-        "tgt_in": pad(tgt, prefix=START, multiple=multiple),
-        "tgt_out": pad(tgt, suffix=END, multiple=multiple),
+        "src": pad(src, suffix=END, multiple=multiple, limit=limit),
+        "tgt_in": pad(tgt, prefix=START, multiple=multiple, limit=limit),
+        "tgt_out": pad(tgt, suffix=END, multiple=multiple, limit=limit),
         "n_tokens": int(tgt.lengths.sum()) + len(tgt.lengths),
     }
 

@@ -55,6 +55,19 @@ def generate_lm(
         yield int(nxt)
 
 
+def _finished_every(device: torch.device) -> int:
+    """Steps between checks that every sentence has ended. Each check waits for the GPU to catch
+    up, so there it runs every 8 steps (the extra steps only pad); on CPU it is free."""
+    return 1 if device.type == "cpu" else 8
+
+
+def _only_end(logp: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """`logp` with `rows` forced to produce <END> (a sentence at its length limit)."""
+    end_only = torch.full_like(logp[0], float("-inf"))
+    end_only[END] = 0.0
+    return torch.where(rows[:, None], end_only, logp)
+
+
 def output_limits(src: torch.Tensor, model_max_len: int) -> torch.Tensor:
     """(B,) the most tokens (with <END>) each sentence may produce: twice its source plus 10,
     within the model's positions."""
@@ -65,7 +78,7 @@ def output_limits(src: torch.Tensor, model_max_len: int) -> torch.Tensor:
 def _step_logits(model, tokens, memory, src_mask, cache) -> torch.Tensor:
     """(B, 1) newest tokens -> (B, V) float log-probabilities; <pad> and <START> are never produced."""
     logits = model.decode(tokens, memory, src_mask, cache)[:, -1].float()
-    logits[:, [PAD, START]] = float("-inf")
+    logits[:, PAD] = logits[:, START] = float("-inf")  # plain slices: no index tensor to copy over
     return logits.log_softmax(dim=-1)
 
 
@@ -85,17 +98,17 @@ def greedy_or_sample(
     out = torch.full((b, steps), PAD, dtype=torch.long, device=src.device)
     score = torch.zeros(b, device=src.device)
     done = torch.zeros(b, dtype=torch.bool, device=src.device)
+    check_every = _finished_every(src.device)
     for t in range(steps):
         inputs = tokens if use_cache else torch.cat([torch.full_like(tokens, START), out[:, :t]], dim=1)
         logp = _step_logits(model, inputs, memory, src_mask, cache)  # (B, V)
-        at_limit = limits == t + 1
-        logp[at_limit] = torch.where(torch.arange(logp.size(1), device=src.device) == END, 0.0, float("-inf"))
+        logp = _only_end(logp, limits == t + 1)
         nxt = pick_next(logp, temperature, top_k, top_p, generator)  # (B,)
         nxt = torch.where(done, PAD, nxt)
         score += torch.where(done, 0.0, logp.gather(1, nxt[:, None]).squeeze(1))
         out[:, t] = nxt
         done |= nxt == END
-        if bool(done.all()):
+        if (t + 1) % check_every == 0 and bool(done.all()):
             break
         tokens = nxt[:, None]
     return [_until_end(row) for row in out.tolist()], score
@@ -134,12 +147,12 @@ def beam_search(
     done = torch.zeros(b, dtype=torch.bool, device=device)
     base = torch.arange(b, device=device)[:, None] * k  # (B, 1) row of each sentence's first beam
     first_k = torch.arange(2 * k, device=device) < k  # (2K,)
+    check_every = _finished_every(device)
     for t in range(steps):
         inputs = tokens if use_cache else torch.cat([torch.full_like(tokens, START), history[:, :t]], dim=1)
         logp = _step_logits(model, inputs, memory, src_mask, cache)  # (B*K, V)
         v = logp.size(1)
-        at_limit = (limits == t + 1).repeat_interleave(k)
-        logp[at_limit] = torch.where(torch.arange(v, device=device) == END, 0.0, float("-inf"))
+        logp = _only_end(logp, (limits == t + 1).repeat_interleave(k))
         cand = (scores.view(-1, 1) + logp).view(b, k * v)  # (B, K*V)
         top_scores, top_idx = cand.topk(2 * k, dim=1)  # (B, 2K): enough to keep K that go on
         origin, token = top_idx // v, top_idx % v
@@ -148,16 +161,15 @@ def beam_search(
         lp = _length_penalty(t + 1, length_penalty)
         normalised = torch.where(final, top_scores / lp, float("-inf"))
         cand_best, cand_rank = normalised.max(dim=1)  # (B,)
-        better = cand_best > best_score
-        if bool(better.any()):
-            rows = (base.squeeze(1) + origin.gather(1, cand_rank[:, None]).squeeze(1))[better]
-            best_ids[better] = history[rows]
-            best_ids[better, t] = END
-            best_score = torch.where(better, cand_best, best_score)
+        better = cand_best > best_score  # (B,) updated without reading it on the host
+        rows = base.squeeze(1) + origin.gather(1, cand_rank[:, None]).squeeze(1)  # (B,)
+        best_ids = torch.where(better[:, None], history[rows], best_ids)
+        best_ids[:, t] = torch.where(better, END, best_ids[:, t])
+        best_score = torch.where(better, cand_best, best_score)
         # The K best candidates that do not end go on.
         scores, keep = torch.where(ended, float("-inf"), top_scores).topk(k, dim=1)  # (B, K), best first
         done |= best_score >= scores[:, 0] / lp
-        if bool(done.all()):
+        if (t + 1) % check_every == 0 and bool(done.all()):
             break
         rows = (base + origin.gather(1, keep)).view(-1)  # (B*K,) beams they extend
         new_tokens = token.gather(1, keep).view(-1)

@@ -30,6 +30,7 @@ ENCODED_FEATURES = datasets.Features({
     "src_ids": datasets.Sequence(datasets.Value("int32")), "tgt_ids": datasets.Sequence(datasets.Value("int32")),
     "src_len": datasets.Value("int32"), "tgt_len": datasets.Value("int32"),
 })
+ENCODED_LAYOUT = "ids-int32+lengths"
 SPEC_KEYS = {"path", "name", "split", "data_files", "field", "columns", "delimiter", "revision"}
 
 datasets.disable_progress_bars()
@@ -141,7 +142,7 @@ def encode_pairs(ds: datasets.Dataset, tokenizer, cache_dir: Path | None, num_pr
     re-tokenize. Columns: src_ids, tgt_ids (int32 lists), src_len, tgt_len; rows as in `ds`."""
     cache_file = None
     if cache_dir is not None:
-        key = hashlib.sha256()
+        key = hashlib.sha256(ENCODED_LAYOUT.encode())  # a new layout never reads an old file
         key.update(ds._fingerprint.encode())
         key.update(tokenizer.fingerprint().encode())
         cache_dir.mkdir(parents=True, exist_ok=True)

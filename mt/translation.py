@@ -91,7 +91,8 @@ class TranslationTask:
         self.valid_refs = self.valid.all_texts("tgt")
         self.max_tokens, self.seed, self.device = d.max_tokens, cfg.seed, device
         # Tensor cores and torch.compile want few, aligned shapes; on CPU padding is only waste.
-        self.pad_multiple = 8 if device.type == "cuda" or cfg.train.compile else 1
+        # (multiple, limit): within the model's positions, <END>/<START> included.
+        self.padding = (8 if device.type == "cuda" or cfg.train.compile else 1, d.max_len + 1)
         self.sample_alpha = cfg.tokenizer.sampling_alpha if isinstance(self.tokenizer, SentencePieceTokenizer) else 0.0
         if self.sample_alpha > 0:
             spm.set_random_generator_seed(cfg.seed)  # SentencePiece samples with its own generator
@@ -106,9 +107,9 @@ class TranslationTask:
             src = self.tokenizer.encode_batch(self.train.texts(rows, "src"), self.sample_alpha)
             tgt = self.tokenizer.encode_batch(self.train.texts(rows, "tgt"), self.sample_alpha)
             keep = [j for j, (s, t) in enumerate(zip(src, tgt)) if s and t]
-            batch = collate([src[j] for j in keep], [tgt[j] for j in keep], self.pad_multiple)
+            batch = collate([src[j] for j in keep], [tgt[j] for j in keep], *self.padding)
         else:
-            batch = collate(*self.train.ids(rows), self.pad_multiple)
+            batch = collate(*self.train.ids(rows), *self.padding)
         if self.device.type == "cuda":  # page-locked, so the copy to the GPU can overlap compute
             batch = {k: v.pin_memory() if torch.is_tensor(v) else v for k, v in batch.items()}
         return batch
@@ -144,7 +145,7 @@ class TranslationTask:
         hypotheses = [""] * len(self.valid)
         total, count = torch.zeros((), device=self.device), 0
         for rows in token_batches(self.valid.src_lens, self.valid.tgt_lens, self.max_tokens, seed=0):
-            batch = to_device(collate(*self.valid.ids(rows), self.pad_multiple), self.device)
+            batch = to_device(collate(*self.valid.ids(rows), *self.padding), self.device)
             with autocast:
                 total += self.loss(model, batch) * batch["n_tokens"]
                 outputs, _ = greedy_or_sample(model, batch["src"])

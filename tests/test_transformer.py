@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from mt import decode
 from mt.batching import collate
 from mt.decode import beam_search, greedy_or_sample
 from mt.model import Transformer, token_loss
@@ -138,3 +139,16 @@ def test_decoding_without_the_cache_gives_the_same_outputs():
     cached, s1 = beam_search(model, sources(), beam=3)
     uncached, s2 = beam_search(model, sources(), beam=3, use_cache=False)
     assert cached == uncached and torch.allclose(s1, s2, atol=1e-4)
+
+
+def test_checking_for_the_end_less_often_changes_no_output(monkeypatch):
+    """On a GPU decoding reads 'all finished?' every 8 steps; the steps it then runs past the
+    end must change neither outputs nor scores."""
+    model = tiny()
+    for p in model.parameters():
+        p.data.normal_(0, 0.3)
+    every_step = greedy_or_sample(model, sources()), beam_search(model, sources(), beam=3)
+    monkeypatch.setattr(decode, "_finished_every", lambda device: 8)
+    sparse = greedy_or_sample(model, sources()), beam_search(model, sources(), beam=3)
+    for (out_a, score_a), (out_b, score_b) in zip(every_step, sparse):
+        assert out_a == out_b and torch.allclose(score_a, score_b)

@@ -1,0 +1,73 @@
+"""Speed settings must not change the maths: torch.compile matches eager, bf16 autocast stays
+close to fp32, and padding to multiples of 8 changes no loss."""
+
+import numpy as np
+import pytest
+import torch
+
+from mt.batching import collate
+from mt.model import GPT, Transformer, token_loss
+
+V = 40
+
+
+def transformer(layers=2):
+    torch.manual_seed(0)
+    return Transformer(V, max_len=33, enc_layers=layers, dec_layers=layers, n_head=2, d_model=32, d_ff=64, dropout=0.0,
+                       bias=True)
+
+
+def random_batch(seed, n, longest, multiple=1):
+    rng = np.random.default_rng(seed)
+    rows = lambda: [rng.integers(4, V, rng.integers(1, longest + 1)).tolist() for _ in range(n)]  # noqa: E731
+    return collate(rows(), rows(), multiple=multiple, limit=33)
+
+
+def loss_and_grads(model, batch):
+    model.zero_grad()
+    loss = token_loss(model(batch["src"], batch["tgt_in"]), batch["tgt_out"])
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+def test_padding_to_multiples_of_8_changes_nothing():
+    model = transformer()
+    plain, aligned = random_batch(1, 6, 13), random_batch(1, 6, 13, multiple=8)
+    assert aligned["src"].shape[1] % 8 == 0 and aligned["src"].shape[1] > plain["src"].shape[1] - 1
+    (a, grads_a), (b, grads_b) = loss_and_grads(model, plain), loss_and_grads(model, aligned)
+    assert torch.allclose(a, b, atol=1e-6)
+    assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(grads_a, grads_b))
+
+
+def test_padding_stops_at_the_models_positions():
+    batch = collate([[5] * 32], [[6] * 30], multiple=8, limit=33)
+    assert batch["src"].shape[1] == 33 and batch["tgt_in"].shape[1] == 32
+
+
+@pytest.mark.slow
+def test_compiled_transformer_matches_eager_on_changing_shapes():
+    """The translation model under torch.compile (inductor, CPU here; about 40 s of compiling on
+    a cold cache): the same loss and gradients as eager for batches of different sizes and
+    lengths, as training feeds it. One layer each side keeps the graph small."""
+    eager = transformer(layers=1)
+    compiled = torch.compile(transformer(layers=1), dynamic=True)  # one graph for all shapes
+    for seed, n, longest in [(0, 4, 7), (1, 6, 20), (2, 3, 12)]:
+        batch = random_batch(seed, n, longest, multiple=8)
+        (a, grads_a), (b, grads_b) = loss_and_grads(eager, batch), loss_and_grads(compiled, batch)
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-5), (a, b)
+        assert all(torch.allclose(x, y, rtol=1e-4, atol=1e-5) for x, y in zip(grads_a, grads_b))
+
+
+def test_bf16_autocast_keeps_the_loss_near_fp32():
+    torch.manual_seed(0)
+    gpt = GPT(V, 32, n_layer=2, n_head=2, d_model=64, d_ff=128, dropout=0.0, bias=True)
+    x = torch.randint(4, V, (8, 33))
+    model = transformer()
+    batch = random_batch(3, 8, 20)
+    fp32 = [token_loss(gpt(x[:, :-1]), x[:, 1:]), token_loss(model(batch["src"], batch["tgt_in"]), batch["tgt_out"])]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        bf16 = [token_loss(gpt(x[:, :-1]), x[:, 1:]), token_loss(model(batch["src"], batch["tgt_in"]), batch["tgt_out"])]
+        assert gpt(x[:, :-1]).dtype == torch.bfloat16  # autocast really ran the matmuls in bf16
+    for a, b in zip(fp32, bf16):
+        assert b.dtype == torch.float32  # the loss itself is computed in fp32
+        assert abs(a.item() - b.item()) < 1e-2 * a.item(), (a.item(), b.item())
