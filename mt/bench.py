@@ -1,9 +1,11 @@
-"""python -m mt.bench [--quick] [--device auto|cpu|cuda] [--out FILE]
+"""python -m mt.bench [--quick] [--device auto|cpu|cuda] [--no-quality] [--out FILE]
 
 Measures training throughput (tokens/s and model FLOPs utilisation) for the character GPT and the
-translation Transformer, and decoding speed (greedy and beam 5, with and without the KV cache), on
-random weights and synthetic batches: no corpus and no trained model needed. Quality against time
-comes from real runs (bench/lm.py, bench/decode.py, `mt.evaluate`). Prints a table and writes JSON.
+translation Transformer and decoding speed (greedy and beam 5, several batch sizes, with and
+without the KV cache, peak memory) on random weights and synthetic batches; then time to quality:
+short real training runs whose validation loss (LM) and BLEU (translation) are read against wall
+time. Those need the corpora (downloaded, or MT_DATA_MIRROR); without them the section says why
+it was skipped. Prints tables and writes JSON.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import resource
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -19,6 +23,7 @@ import torch
 
 from mt.config import load_config
 from mt.decode import beam_search, greedy_or_sample
+from mt.errors import UserError, cli_entry
 from mt.hardware import autocast, pick_device
 from mt.model import build_model, token_loss
 from mt.optim import make_optimizer
@@ -39,12 +44,16 @@ def matrix_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n)
 
 
+# nanoGPT's README CPU configuration, and the 3+3-layer translation model measured on CPU.
+CPU_GPT = ["model.n_layer=4", "model.n_head=4", "model.d_model=128", "data.block_size=64", "train.batch_size=12",
+           "model.dropout=0.0"]
+CPU_TRANSFORMER = ["model.enc_layers=3", "model.dec_layers=3", "model.d_model=256", "model.n_head=4", "model.d_ff=1024",
+                   "tokenizer.vocab_size=8000"]
+
+
 def gpt_setting(on_gpu: bool) -> dict:
-    if on_gpu:  # recipes/shakespeare_char.yaml as shipped
-        overrides = []
-    else:  # nanoGPT's README CPU configuration
-        overrides = ["model.n_layer=4", "model.n_head=4", "model.d_model=128", "data.block_size=64", "train.batch_size=12", "model.dropout=0.0"]
-    cfg = load_config("recipes/shakespeare_char.yaml", overrides)
+    # On a GPU recipes/shakespeare_char.yaml as shipped, on CPU nanoGPT's CPU configuration.
+    cfg = load_config("recipes/shakespeare_char.yaml", [] if on_gpu else CPU_GPT)
     model = build_model(cfg, 69)
     b, t = cfg.train.batch_size, cfg.data.block_size
     layers, d = cfg.model.n_layer, cfg.model.d_model
@@ -63,7 +72,7 @@ def transformer_setting(on_gpu: bool) -> dict:
     if on_gpu:  # Transformer base: 6+6 layers, 512 dims, ~25k-token batches
         sizes, (b, s) = ["model.enc_layers=6", "model.dec_layers=6", "model.d_model=512", "model.n_head=8", "model.d_ff=2048"], (800, 32)
     else:  # the 3+3-layer, 256-dim CPU configuration, 4096-token batches
-        sizes, (b, s) = ["model.enc_layers=3", "model.dec_layers=3", "model.d_model=256", "model.n_head=4", "model.d_ff=1024"], (256, 16)
+        sizes, (b, s) = CPU_TRANSFORMER, (256, 16)
     cfg = load_config("recipes/fr_en.yaml", sizes + ["model.dropout=0.0", "tokenizer.vocab_size=8000"])
     vocab = cfg.tokenizer.vocab_size
     model = build_model(cfg, vocab)
@@ -114,28 +123,66 @@ def measure_training(setting: dict, device: torch.device, steps: int) -> dict:
     }
 
 
-def measure_decoding(setting: dict, device: torch.device, sentences: int, src_len: int) -> list[dict]:
+def measure_decoding(setting: dict, device: torch.device, sentences: int, batch_sizes: list[int], src_len: int) -> list[dict]:
+    """Decode `sentences` synthetic sources in batches of each size; outputs are identical with
+    and without the cache, so the two rows of a pair time the same work."""
     model = setting["model"].to(device).eval()
     src = torch.randint(4, setting["cfg"].tokenizer.vocab_size, (sentences, src_len), device=device)
     src[:, -1] = 3  # <END>
     rows = []
     for name, run in [
-        ("greedy", lambda cache: greedy_or_sample(model, src, use_cache=cache)),
-        ("beam5", lambda cache: beam_search(model, src, 5, 1.0, use_cache=cache)),
+        ("greedy", lambda x, cache: greedy_or_sample(model, x, use_cache=cache)),
+        ("beam5", lambda x, cache: beam_search(model, x, 5, 1.0, use_cache=cache)),
     ]:
-        for cache in (True, False):
-            with autocast(device):
-                run(cache)  # warm-up
-                sync(device)
-                start = time.perf_counter()
-                outputs, _ = run(cache)
-                sync(device)
-            seconds = time.perf_counter() - start
-            tokens = sum(len(o) + 1 for o in outputs)
-            rows.append({"decoding": name, "kv_cache": cache, "sentences": sentences, "seconds": round(seconds, 3),
-                         "sentences_per_s": round(sentences / seconds, 1), "tokens_per_s": round(tokens / seconds),
-                         "mean_output_tokens": round(tokens / sentences, 1)})
+        for batch in batch_sizes:
+            for cache in (True, False):
+                with autocast(device):
+                    run(src[:1], cache)  # warm-up: kernels, allocator
+                    sync(device)
+                    if device.type == "cuda":
+                        torch.cuda.reset_peak_memory_stats(device)
+                    start = time.perf_counter()
+                    outputs = [o for i in range(0, sentences, batch) for o in run(src[i : i + batch], cache)[0]]
+                    sync(device)
+                seconds = time.perf_counter() - start
+                tokens = sum(len(o) + 1 for o in outputs)
+                peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+                rows.append({"decoding": name, "batch": batch, "kv_cache": cache, "sentences": sentences,
+                             "seconds": round(seconds, 3), "sentences_per_s": round(sentences / seconds, 1),
+                             "tokens_per_s": round(tokens / seconds), "mean_output_tokens": round(tokens / sentences, 1),
+                             "peak_memory_mb": round(peak) if peak is not None else None})
     return rows
+
+
+def quality_runs(on_gpu: bool, quick: bool) -> list[tuple[str, str, list[str], str]]:
+    """(name, recipe, overrides, metric) of the time-to-quality runs."""
+    if quick:  # a smoke test of the machinery: tiny models, seconds of training
+        lm = CPU_GPT + ["model.n_layer=2", "train.max_steps=100", "train.eval_every=50", "train.eval_batches=5"]
+        mt = ["model.enc_layers=1", "model.dec_layers=1", "model.d_model=64", "model.d_ff=128", "model.n_head=4",
+              "tokenizer.vocab_size=2000", "train.max_steps=20", "train.eval_every=10", "train.warmup_steps=5"]
+    elif on_gpu:  # the shipped recipes against their targets: 60 s for the LM, 5 minutes for fr_en
+        lm, mt = ["train.max_minutes=1", "train.eval_every=250"], ["train.max_minutes=5", "train.eval_every=500"]
+    else:  # nanoGPT's CPU configuration for 2000 steps; the 3+3-layer translation model for 60 steps
+        lm = CPU_GPT + ["train.max_steps=2000", "train.eval_every=250", "train.eval_batches=20"]
+        mt = CPU_TRANSFORMER + ["train.max_steps=60", "train.eval_every=20", "train.warmup_steps=20", "train.lr=1.5e-3"]
+    if not on_gpu:
+        lm, mt = lm + ["train.device=cpu"], mt + ["data.train=[multi30k]", "model.dropout=0.0", "train.device=cpu"]
+    return [("char GPT", "recipes/shakespeare_char.yaml", lm, "val_loss"),
+            ("translation Transformer", "recipes/fr_en.yaml", mt, "val_bleu")]
+
+
+def measure_quality(name: str, recipe: str, overrides: list[str], metric: str) -> dict:
+    """Train briefly and return the validation metric against wall time (evaluations included)."""
+    from mt.train import train  # imports the data stack only when this section runs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            train(load_config(recipe, overrides + [f"out_dir={tmp}/run"]))
+        except UserError as e:
+            return {"model": name, "metric": metric, "skipped": str(e)}
+        rows = [json.loads(line) for line in Path(tmp, "run", "metrics.jsonl").read_text().splitlines()]
+    return {"model": name, "metric": metric, "recipe": recipe, "overrides": overrides,
+            "curve": [{"elapsed_s": r["elapsed_s"], "step": r["step"], metric: r[metric]} for r in rows]}
 
 
 def sync(device: torch.device) -> None:
@@ -143,10 +190,12 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+@cli_entry
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m mt.bench", description=__doc__.split("\n\n")[1])
-    p.add_argument("--quick", action="store_true", help="fewer steps and sentences (for CI)")
+    p.add_argument("--quick", action="store_true", help="fewer steps and sentences, seconds-long quality runs (for CI)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--no-quality", action="store_true", help="skip the time-to-quality training runs")
     p.add_argument("--out", default="bench/results/bench.json")
     args = p.parse_args(argv)
     device = pick_device(args.device)
@@ -157,21 +206,37 @@ def main(argv=None):
     steps = 3 if args.quick else 20
     training = [measure_training(s(on_gpu), device, steps) for s in (gpt_setting, transformer_setting)]
     decode_setting = transformer_setting(False)  # the CPU-sized model decodes everywhere
-    decoding = measure_decoding(decode_setting, device, sentences=16 if args.quick else 64, src_len=16)
-    print(f"mt.bench on {hardware}, torch {torch.__version__}, {precision}; random weights, synthetic batches\n")
-    print(f"{'training':<26}{'shape':<52}{'step ms':>9}{'tokens/s':>11}{'TFLOP/s':>9}{'MFU':>7}")
+    sentences, batch_sizes = (8, [1, 8]) if args.quick else (64, [1, 8, 64])
+    decoding = measure_decoding(decode_setting, device, sentences, batch_sizes, src_len=16)
+    quality = [] if args.no_quality else [measure_quality(*run) for run in quality_runs(on_gpu, args.quick)]
+
+    print(f"\nmt.bench on {hardware}, torch {torch.__version__}, {precision}\n")
+    print(f"{'training (random weights)':<26}{'shape':<52}{'step ms':>9}{'tokens/s':>11}{'TFLOP/s':>9}{'MFU':>7}")
     for r in training:
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
         print(f"{r['model']:<26}{r['shape']:<52}{r['step_ms']:>9}{r['tokens_per_s']:>11,}{r['tflops']:>9}{mfu:>7}")
-    print(f"\n{'decoding (' + decode_setting['shape'].split(', batch')[0] + ')':<60}{'sent/s':>9}{'tokens/s':>10}{'out len':>9}")
+    print(f"\n{'decoding (' + decode_setting['shape'].split(', batch')[0] + ')':<60}{'sent/s':>9}{'tokens/s':>10}"
+          f"{'out len':>9}{'peak MB':>9}")
     for r in decoding:
-        label = f"{r['decoding']}, {r['sentences']} sentences, {'with' if r['kv_cache'] else 'without'} KV cache"
-        print(f"{label:<60}{r['sentences_per_s']:>9}{r['tokens_per_s']:>10,}{r['mean_output_tokens']:>9}")
+        label = f"{r['decoding']}, batch {r['batch']}, {'with' if r['kv_cache'] else 'without'} KV cache"
+        peak = r["peak_memory_mb"] if r["peak_memory_mb"] is not None else "n/a"
+        print(f"{label:<60}{r['sentences_per_s']:>9}{r['tokens_per_s']:>10,}{r['mean_output_tokens']:>9}{peak:>9}")
+    if quality:
+        print("\ntime to quality (wall time with evaluations; validation set)")
+    for r in quality:
+        if "skipped" in r:
+            print(f"{r['model']:<26}skipped: {r['skipped']}")
+            continue
+        points = "  ".join(f"{c['elapsed_s']:.0f}s {c[r['metric']]:.3f}" if r["metric"] == "val_loss" else
+                           f"{c['elapsed_s']:.0f}s {c[r['metric']]:.2f}" for c in r["curve"])
+        print(f"{r['model']:<26}{r['metric']:<10}{points}")
+    cpu_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kB
+    print(f"\npeak resident memory of this process: {cpu_peak:,.0f} MB")
     result = {"hardware": hardware, "torch": torch.__version__, "precision": precision, "quick": args.quick,
-              "training": training, "decoding": decoding}
+              "training": training, "decoding": decoding, "quality": quality, "peak_rss_mb": round(cpu_peak)}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
-    print(f"\nwritten to {args.out}", file=sys.stderr)
+    print(f"written to {args.out}", file=sys.stderr)
 
 
 if __name__ == "__main__":
