@@ -11,7 +11,6 @@ Writes bench/results/decode[-long].json. Needs the corpus (downloaded, or MT_DAT
 
 import argparse
 import json
-import platform
 import resource
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 import sacrebleu
 import torch
 
+from mt.hardware import describe
 from mt.parallel_data import columns, load_pairs
 from mt.translate import Translator
 
@@ -43,8 +43,7 @@ def main():
     if args.quick:
         src, ref = src[:100], ref[:100]
         settings = settings[:4]
-    device = torch.cuda.get_device_name() if args.device == "cuda" else \
-        f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+    device = describe(torch.device(args.device))
     rows = []
     for beam, batch_size, cache in settings:
         if args.device == "cuda":

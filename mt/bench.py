@@ -1,4 +1,4 @@
-"""python -m mt.bench [--quick] [--device auto|cpu|cuda] [--no-quality] [--out FILE]
+"""python -m mt.bench [--quick] [--device auto|cpu|cuda] [--precision auto|fp32|bf16] [--no-quality] [--out FILE]
 
 Measures training throughput (tokens/s and model FLOPs utilisation) for the character GPT and the
 translation Transformer and decoding speed (greedy and beam 5, several batch sizes, with and
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import sys
 import tempfile
@@ -24,7 +23,7 @@ import torch
 from mt.config import load_config
 from mt.decode import beam_search, greedy_or_sample
 from mt.errors import UserError, cli_entry
-from mt.hardware import autocast, pick_device
+from mt.hardware import autocast, describe, pick_device, uses_bf16
 from mt.model import build_model, token_loss
 from mt.optim import make_optimizer
 
@@ -94,13 +93,13 @@ def transformer_setting(on_gpu: bool) -> dict:
             "flops": flops_per_step, "shape": f"{m.enc_layers}+{m.dec_layers} layers, {d} dims, vocab {vocab}, batch {b} x {s}"}
 
 
-def measure_training(setting: dict, device: torch.device, steps: int) -> dict:
+def measure_training(setting: dict, device: torch.device, precision: str, steps: int) -> dict:
     model = setting["model"].to(device).train()
     optimizer = make_optimizer(model, setting["cfg"].train, device)
     inputs, targets = setting["batch"](device)
 
     def step():
-        with autocast(device):
+        with autocast(device, precision):
             loss = token_loss(model(*inputs), targets)
         loss.backward()
         optimizer.step()
@@ -123,7 +122,8 @@ def measure_training(setting: dict, device: torch.device, steps: int) -> dict:
     }
 
 
-def measure_decoding(setting: dict, device: torch.device, sentences: int, batch_sizes: list[int], src_len: int) -> list[dict]:
+def measure_decoding(setting: dict, device: torch.device, precision: str, sentences: int, batch_sizes: list[int],
+                     src_len: int) -> list[dict]:
     """Decode `sentences` synthetic sources in batches of each size; outputs are identical with
     and without the cache, so the two rows of a pair time the same work."""
     model = setting["model"].to(device).eval()
@@ -136,7 +136,7 @@ def measure_decoding(setting: dict, device: torch.device, sentences: int, batch_
     ]:
         for batch in batch_sizes:
             for cache in (True, False):
-                with autocast(device):
+                with autocast(device, precision):
                     run(src[:1], cache)  # warm-up: kernels, allocator
                     sync(device)
                     if device.type == "cuda":
@@ -154,7 +154,7 @@ def measure_decoding(setting: dict, device: torch.device, sentences: int, batch_
     return rows
 
 
-def quality_runs(on_gpu: bool, quick: bool) -> list[tuple[str, str, list[str], str]]:
+def quality_runs(on_gpu: bool, quick: bool, precision: str) -> list[tuple[str, str, list[str], str]]:
     """(name, recipe, overrides, metric) of the time-to-quality runs."""
     if quick:  # a smoke test of the machinery: tiny models, seconds of training
         lm = CPU_GPT + ["model.n_layer=2", "train.max_steps=100", "train.eval_every=50", "train.eval_batches=5"]
@@ -167,6 +167,7 @@ def quality_runs(on_gpu: bool, quick: bool) -> list[tuple[str, str, list[str], s
         mt = CPU_TRANSFORMER + ["train.max_steps=60", "train.eval_every=20", "train.warmup_steps=20", "train.lr=1.5e-3"]
     if not on_gpu:
         lm, mt = lm + ["train.device=cpu"], mt + ["data.train=[multi30k]", "model.dropout=0.0", "train.device=cpu"]
+    lm, mt = lm + [f"train.precision={precision}"], mt + [f"train.precision={precision}"]
     return [("char GPT", "recipes/shakespeare_char.yaml", lm, "val_loss"),
             ("translation Transformer", "recipes/fr_en.yaml", mt, "val_bleu")]
 
@@ -195,20 +196,22 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m mt.bench", description=__doc__.split("\n\n")[1])
     p.add_argument("--quick", action="store_true", help="fewer steps and sentences, seconds-long quality runs (for CI)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
+                   help="auto: bf16 autocast on CUDA, fp32 on CPU; bf16 pays on CPUs with AMX")
     p.add_argument("--no-quality", action="store_true", help="skip the time-to-quality training runs")
     p.add_argument("--out", default="bench/results/bench.json")
     args = p.parse_args(argv)
     device = pick_device(args.device)
     on_gpu = device.type == "cuda"
     torch.manual_seed(0)
-    hardware = torch.cuda.get_device_name(device) if on_gpu else f"CPU {platform.machine()}, {torch.get_num_threads()} threads"
-    precision = "bf16 autocast" if on_gpu else "fp32"
+    hardware = describe(device)
+    precision = "bf16 autocast" if uses_bf16(device, args.precision) else "fp32"
     steps = 3 if args.quick else 20
-    training = [measure_training(s(on_gpu), device, steps) for s in (gpt_setting, transformer_setting)]
+    training = [measure_training(s(on_gpu), device, args.precision, steps) for s in (gpt_setting, transformer_setting)]
     decode_setting = transformer_setting(False)  # the CPU-sized model decodes everywhere
     sentences, batch_sizes = (8, [1, 8]) if args.quick else (64, [1, 8, 64])
-    decoding = measure_decoding(decode_setting, device, sentences, batch_sizes, src_len=16)
-    quality = [] if args.no_quality else [measure_quality(*run) for run in quality_runs(on_gpu, args.quick)]
+    decoding = measure_decoding(decode_setting, device, args.precision, sentences, batch_sizes, src_len=16)
+    quality = [] if args.no_quality else [measure_quality(*run) for run in quality_runs(on_gpu, args.quick, args.precision)]
 
     print(f"\nmt.bench on {hardware}, torch {torch.__version__}, {precision}\n")
     print(f"{'training (random weights)':<26}{'shape':<52}{'step ms':>9}{'tokens/s':>11}{'TFLOP/s':>9}{'MFU':>7}")

@@ -82,6 +82,7 @@ class TrainConfig:
     patience: int | None = None  # stop after this many evaluations without improvement
     log_every: int = 10  # steps between progress-bar updates (each one syncs the device)
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU
     compile: bool = False
 
 

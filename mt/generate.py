@@ -40,7 +40,7 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     device = pick_device(args.device)
-    hint = f"; train one with: python -m mt.train recipes/shakespeare_char.yaml" if args.model == DEFAULT_MODEL else ""
+    hint = "; train one with: python -m mt.train recipes/shakespeare_char.yaml" if args.model == DEFAULT_MODEL else ""
     cfg, tokenizer, model = load_run(args.model, device, hint)
     if cfg.model.arch == "transformer":
         raise UserError(f"{args.model} is a translation model; use python -m mt.translate --model {args.model}")

@@ -1,6 +1,8 @@
 """Device and precision, chosen once outside the training loop."""
 
 import contextlib
+import platform
+from pathlib import Path
 
 import torch
 
@@ -20,8 +22,25 @@ def pick_device(name: str) -> torch.device:
     return device
 
 
-def autocast(device: torch.device):
-    """bf16 autocast on CUDA; full fp32 on CPU, where bf16 matmuls are rarely faster."""
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+def uses_bf16(device: torch.device, precision: str) -> bool:
+    """'auto' is bf16 on CUDA and fp32 on CPU: bf16 pays on CPUs with bf16 matrix units (Intel
+    AMX) and loses on the others, so there it is asked for by name."""
+    return precision == "bf16" or (precision == "auto" and device.type == "cuda")
+
+
+def autocast(device: torch.device, precision: str = "auto"):
+    """The context forward passes run in: bf16 autocast (weights and optimizer stay fp32) or fp32."""
+    if uses_bf16(device, precision):
+        return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def describe(device: torch.device) -> str:
+    """The hardware a figure was measured on: the GPU's name, or the CPU's model and threads."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
+    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.machine())
+    amx = any(line.startswith("flags") and " amx_bf16" in line for line in lines)  # bf16 matrix units
+    return f"{name}{' with AMX' if amx else ''}, {torch.get_num_threads()} threads"

@@ -40,6 +40,16 @@ class KVCache:
         self.v = self.v.index_select(0, index)
 
 
+def _sdpa(q, k, v, **kwargs) -> torch.Tensor:
+    """Fused attention. Under bf16 autocast on CPU it runs in fp32: PyTorch's CPU flash-attention
+    backward is about 7x slower in bf16 than in fp32 (4.5 ms against 0.6 ms a call for the char
+    GPT here), while the matmuls around it are what bf16 speeds up."""
+    if q.device.type == "cpu" and q.dtype == torch.bfloat16:
+        with torch.autocast("cpu", enabled=False):
+            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), **kwargs).to(q.dtype)
+    return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+
 class Attention(nn.Module):
     """Multi-head scaled dot-product attention.
 
@@ -85,7 +95,7 @@ class Attention(nn.Module):
             # positions, so the mask must be bottom-right aligned.
             causal_mask = torch.ones(tq, tk, dtype=torch.bool, device=q.device).tril(tk - tq)
             mask = causal_mask if mask is None else mask & causal_mask
-        y = F.scaled_dot_product_attention(
+        y = _sdpa(
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal
         )  # (B, H, T, K)
         y = y.transpose(1, 2).reshape(b, t, d)  # (B, T, D)

@@ -119,7 +119,7 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
     train_model = torch.compile(model) if tc.compile else model
     if world.size > 1:
         train_model = DistributedDataParallel(train_model, device_ids=[device.index] if device.type == "cuda" else None)
-    precision = autocast(device)
+    precision = autocast(device, tc.precision)
     log = print if world.is_main else (lambda *a, **k: None)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"{cfg.name}: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, vocab {task.vocab_size}, on {device}"
