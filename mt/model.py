@@ -35,9 +35,13 @@ class KVCache:
         return self.k[:, :, : self.len], self.v[:, :, : self.len]
 
     def reorder(self, index: torch.Tensor) -> None:
-        """Keep rows `index` of the batch (beam search reorders and prunes hypotheses)."""
-        self.k = self.k.index_select(0, index)
-        self.v = self.v.index_select(0, index)
+        """Keep rows `index` of the batch (beam search reorders and prunes hypotheses). Only the
+        filled positions are copied, straight into a new buffer: the copy was a third of beam
+        search's time when it took the whole preallocated length."""
+        k, v, n = torch.empty_like(self.k), torch.empty_like(self.v), self.len
+        torch.index_select(self.k[:, :, :n], 0, index, out=k[:, :, :n])
+        torch.index_select(self.v[:, :, :n], 0, index, out=v[:, :, :n])
+        self.k, self.v = k, v
 
 
 def _sdpa(q, k, v, **kwargs) -> torch.Tensor:

@@ -67,10 +67,11 @@ class Translator:
                 src[j, : len(encoded[i]) + 1] = torch.tensor(encoded[i] + [END])
             src = src.to(self.device)
             with autocast(self.device):
-                if beam is not None:
+                if beam is not None and beam > 1:
                     ids, _ = beam_search(self.model, src, beam, alpha, use_cache)
-                else:
-                    ids, _ = greedy_or_sample(self.model, src, temperature, top_k, top_p, generator, use_cache)
+                else:  # beam 1 is greedy: the plain loop, without beam search's reordering
+                    t = 0.0 if beam == 1 else temperature
+                    ids, _ = greedy_or_sample(self.model, src, t, top_k, top_p, generator, use_cache)
             for i, out in zip(rows, ids):
                 outputs[i] = self.tokenizer.decode(out)
         return outputs
