@@ -4,6 +4,7 @@
     python bench/lm.py --recipe-size    # recipes/shakespeare_char.yaml as shipped (meant for a GPU)
     python bench/lm.py --quick          # 200 steps, for a smoke test
     python bench/lm.py --precision bf16 # bf16 autocast (pays on CPUs with AMX)
+    python bench/lm.py --recipe-size train.compile=true   # any further section.key=value overrides
 
 Prints one line per setting and writes bench/results/lm.json. Needs the tinyshakespeare corpus
 (downloaded, or MT_DATA_MIRROR). Throughput is given two ways: tokens over the wall time between
@@ -84,10 +85,12 @@ def main():
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--out", default="bench/results/lm.json")
+    p.add_argument("overrides", nargs="*", help="more section.key=value overrides, e.g. train.compile=true")
     args = p.parse_args()
     overrides = ([] if args.recipe_size else list(CPU_CONFIG)) + [f"train.precision={args.precision}", f"seed={args.seed}"]
     if args.quick:
         overrides += ["train.max_steps=200", "train.eval_every=100"]
+    overrides += args.overrides
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_config("recipes/shakespeare_char.yaml", overrides + [f"out_dir={tmp}/run"])
         t0 = time.monotonic()

@@ -23,8 +23,8 @@ def pick_device(name: str) -> torch.device:
 
 
 def uses_bf16(device: torch.device, precision: str) -> bool:
-    """'auto' is bf16 on CUDA and fp32 on CPU: bf16 pays on CPUs with bf16 matrix units (Intel
-    AMX) and loses on the others, so there it is asked for by name."""
+    """'auto' is bf16 on CUDA and fp32 on CPU: bf16 pays only on CPUs with bf16 matrix units
+    (Intel AMX), so on CPU it is asked for by name."""
     return precision == "bf16" or (precision == "auto" and device.type == "cuda")
 
 
