@@ -1,4 +1,4 @@
-"""Device and precision, chosen once outside the training loop."""
+"""Device and precision, chosen once outside the training loop, and the hardware named for benchmarks."""
 
 import contextlib
 import platform
