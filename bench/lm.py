@@ -25,7 +25,7 @@ import torch
 from mt.checkpoint import load_run
 from mt.config import load_config
 from mt.hardware import describe, pick_device
-from mt.lm import LanguageModelTask, read_corpus_text
+from mt.lm import LanguageModelTask, read_corpus_text, split_text
 from mt.model import token_loss
 from mt.train import train
 
@@ -69,8 +69,7 @@ def full_validation_loss(run_dir: Path) -> float:
     """The best checkpoint's loss over the whole validation text in consecutive blocks: unlike
     the 20-batch estimate the run logs, it does not depend on which blocks were drawn."""
     cfg, tokenizer, model = load_run(run_dir)
-    ids = torch.tensor(tokenizer.encode(read_corpus_text(cfg.data.corpus)))
-    val = ids[int(0.9 * len(ids)):]
+    _, val = split_text(torch.tensor(tokenizer.encode(read_corpus_text(cfg.data.corpus))))
     t = cfg.data.block_size
     n = (len(val) - 1) // t
     x, y = val[: n * t].view(n, t), val[1 : n * t + 1].view(n, t)

@@ -95,7 +95,7 @@ def transformer_setting(on_gpu: bool) -> dict:
 
 def measure_training(setting: dict, device: torch.device, precision: str, steps: int) -> dict:
     model = setting["model"].to(device).train()
-    optimizer = make_optimizer(model, setting["cfg"].train, device)
+    optimizer = make_optimizer(model, setting["cfg"].train)
     inputs, targets = setting["batch"](device)
 
     def step():

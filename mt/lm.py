@@ -31,6 +31,12 @@ def read_corpus_text(corpus: str) -> str:
         raise UserError(f"{path}: invalid UTF-8 at byte {e.start}") from None
 
 
+def split_text(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The encoded corpus as (train, validation): its first 90% and the rest."""
+    n_train = int(0.9 * len(ids))
+    return ids[:n_train], ids[n_train:]
+
+
 class LanguageModelTask:
     """Batches, loss and evaluation for decoder-only models (gpt, bigram)."""
 
@@ -49,8 +55,8 @@ class LanguageModelTask:
         if world.is_main:
             self.tokenizer.save(run_dir)
         ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.long)
-        n_train = int(0.9 * len(ids))
-        self.splits = {"train": ids[:n_train].to(device), "val": ids[n_train:].to(device)}
+        train, val = split_text(ids)
+        self.splits = {"train": train.to(device), "val": val.to(device)}
         self.block_size, self.batch_size, self.device = cfg.data.block_size, cfg.train.batch_size, device
         self.eval_batches, self.seed = cfg.train.eval_batches, cfg.seed
         shortest = min(len(s) for s in self.splits.values())

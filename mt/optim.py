@@ -7,14 +7,14 @@ import torch
 from mt.config import TrainConfig
 
 
-def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},  # biases, LayerNorms
     ]
-    # Fused: one kernel per step for all parameters, on CUDA and (since PyTorch 2.4) on CPU.
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), fused=device.type in ("cuda", "cpu"))
+    # Fused: one kernel per step for all parameters, on CUDA and (since PyTorch 2.4) on CPU alike.
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), fused=True)
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:

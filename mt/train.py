@@ -103,7 +103,7 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
     distributed.barrier(world)
     task = task or build_task(cfg, run_dir, device, True, world)
     model = build_model(cfg, task.vocab_size).to(device)
-    optimizer = make_optimizer(model, tc, device)
+    optimizer = make_optimizer(model, tc)
     step, elapsed_before, best, bad_evals = 0, 0.0, None, 0
     if ckpt:
         model.load_state_dict(ckpt["model"])
