@@ -116,7 +116,8 @@ def shard(batches: list[np.ndarray], rank: int, size: int) -> list[np.ndarray]:
 def prefetch(items: Iterator, depth: int = 2) -> Iterator:
     """Yield from `items`, produced `depth` ahead in a background thread, so the next batch is
     read and collated while the current step runs (pyarrow and numpy release the GIL). Closing
-    the returned generator stops the thread."""
+    the returned generator stops the thread and waits for it: a thread still inside torch or
+    arrow code when the interpreter exits can abort the process."""
     queue: Queue = Queue(maxsize=depth)
     stop, done = Event(), object()
 
@@ -139,7 +140,8 @@ def prefetch(items: Iterator, depth: int = 2) -> Iterator:
         else:
             put((done, None))
 
-    Thread(target=produce, daemon=True, name="mt-prefetch").start()
+    worker = Thread(target=produce, daemon=True, name="mt-prefetch")
+    worker.start()
     try:
         while True:
             item, error = queue.get()
@@ -150,3 +152,4 @@ def prefetch(items: Iterator, depth: int = 2) -> Iterator:
             yield item
     finally:
         stop.set()
+        worker.join(timeout=60)  # it finishes the item in hand, then sees `stop`

@@ -161,9 +161,10 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
     tokens_since_eval, t_eval = 0, time.monotonic()
     loss_sum, losses = torch.zeros((), device=device), 0  # summed on the device: no sync until evaluation
     tokens_since_log, t_log = 0, time.monotonic()
-    batches = task.train_batches()
     bar = tqdm(total=tc.max_steps, initial=step, unit="step", dynamic_ncols=True, file=sys.stderr, disable=not world.is_main)
-    with StopFlag() as stop, open(run_dir / "metrics.jsonl", "a") if world.is_main else contextlib.nullcontext() as metrics_file:
+    # The batch stream is closed on the way out, which stops and joins its prefetch thread.
+    with StopFlag() as stop, contextlib.closing(task.train_batches()) as batches, \
+            open(run_dir / "metrics.jsonl", "a") if world.is_main else contextlib.nullcontext() as metrics_file:
         model.train()
         while step < tc.max_steps:
             lr = lr_at(step, tc)

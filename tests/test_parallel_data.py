@@ -2,11 +2,13 @@
 
 import gzip
 import io
+import threading
+import time
 
 import numpy as np
 import pytest
 
-from mt.batching import token_batches
+from mt.batching import prefetch, token_batches
 from mt.errors import UserError
 from mt.parallel_data import (
     EncodedCorpus,
@@ -109,3 +111,17 @@ def test_sentencepiece_model_is_cached_by_content(tmp_path):
     other = load_config("recipes/fr_en.yaml", ["tokenizer.vocab_size=50"])
     train_tokenizer(other, load_pairs(text_spec(tmp_path, fr, en), "train", "fr", "en"), tmp_path / "cache")
     assert len(list((tmp_path / "cache").glob("spm-*.model"))) == 2  # settings are part of the key
+
+
+def test_closing_the_prefetched_stream_stops_its_thread():
+    """Training closes its batch stream on the way out; no prefetch thread may outlive it (one
+    left inside torch or arrow code as the interpreter exits can abort the process)."""
+    def slow_items():
+        for i in range(1000):
+            time.sleep(0.05)
+            yield i
+
+    stream = prefetch(slow_items())
+    assert [next(stream) for _ in range(3)] == [0, 1, 2]
+    stream.close()
+    assert not any(t.name == "mt-prefetch" and t.is_alive() for t in threading.enumerate())
