@@ -2,8 +2,8 @@
 
 On first use each file is downloaded from its canonical address (or, when the environment
 variable MT_DATA_MIRROR names a folder, copied from `$MT_DATA_MIRROR/<name>/<file>`), its sha256
-checked, and only then renamed into place, so an interrupted or corrupt fetch never leaves a
-partial file behind. MT_DATA_DIR moves the data folder (default: `data` in the working directory).
+checked, and only then renamed into place (`mt.files.atomic_write`), so an interrupted or corrupt
+fetch never leaves a partial file behind. MT_DATA_DIR moves the data folder (default: `data` in the working directory).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import difflib
 import hashlib
 import os
 import shutil
-import tempfile
+import tarfile
 import urllib.error
 import urllib.request
 import zipfile
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.errors import UserError
+from mt.files import atomic_write
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class RemoteFile:
     name: str  # file name under data/<corpus>/
     url: str
     sha256: str | None  # None where upstream publishes no stable file (tatoeba is re-exported often)
-    member: str | None = None  # the file to take out of a zip archive at `url`
+    member: str | None = None  # the file to take out of a zip or tar archive at `url`
 
 
 _MULTI30K = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/"
@@ -42,6 +43,12 @@ _MULTI30K_SHA256 = {
     "test_2017_flickr.en.gz": "76a444ee25172e72695cddb13ae4a3bda59430617be88e0bb46b60504f054074",
 }
 
+# WMT news test sets, French-English, as plain text inside the WMT14 development tarball. The
+# mirror's files were not compared with the tarball's members here, so no checksum is pinned.
+_WMT14_DEV = "https://www.statmt.org/wmt14/dev.tgz"
+NEWSTEST_SETS = ("news-test2008", "newssyscomb2009", "newstest2009", "newstest2010", "newstest2011", "newstest2012",
+                 "newstest2013")
+
 CORPORA: dict[str, list[RemoteFile]] = {
     "tinyshakespeare": [
         RemoteFile(
@@ -52,6 +59,8 @@ CORPORA: dict[str, list[RemoteFile]] = {
     ],
     "multi30k": [RemoteFile(name, _MULTI30K + name, sha) for name, sha in _MULTI30K_SHA256.items()],
     "tatoeba": [RemoteFile("eng-fra.tsv", "https://www.manythings.org/anki/fra-eng.zip", None, member="fra.txt")],
+    "newstest": [RemoteFile(f"{name}.{lang}", _WMT14_DEV, None, member=f"dev/{name}.{lang}")
+                 for name in NEWSTEST_SETS for lang in ("fr", "en")],
 }
 
 
@@ -96,49 +105,68 @@ def _ensure(corpus: str, rf: RemoteFile) -> Path:
     if target.is_file() and target.stat().st_size > 0:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{rf.name}.", suffix=".part", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        mirror = os.environ.get("MT_DATA_MIRROR")
-        if mirror:
-            source = Path(mirror) / corpus / rf.name
-            if not source.is_file():
-                raise UserError(f"MT_DATA_MIRROR is set but {source} does not exist; fix the mirror or unset MT_DATA_MIRROR to download")
-            shutil.copyfile(source, tmp)
-        else:
-            source = rf.url
-            _download(rf, tmp, target)
-        if tmp.stat().st_size == 0:
-            raise UserError(f"{source} is empty; fetch '{corpus}' again or replace the file")
-        if rf.sha256:
-            got = _sha256(tmp)
-            if got != rf.sha256:
-                raise UserError(
-                    f"{source}: sha256 {got} does not match the expected {rf.sha256}; "
-                    "the file is corrupt or not the published one, replace it"
-                )
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic_write(target, lambda tmp: _fetch_verified(corpus, rf, Path(tmp), target))
     return target
 
 
+def _fetch_verified(corpus: str, rf: RemoteFile, tmp: Path, target: Path) -> None:
+    """Copy `rf` from the mirror (MT_DATA_MIRROR) or download it into `tmp`, then check it."""
+    mirror = os.environ.get("MT_DATA_MIRROR")
+    if mirror:
+        source = Path(mirror) / corpus / rf.name
+        if not source.is_file():
+            raise UserError(f"MT_DATA_MIRROR is set but {source} does not exist; fix the mirror or unset MT_DATA_MIRROR to download")
+        shutil.copyfile(source, tmp)
+    else:
+        source = rf.url
+        _download(rf, tmp, target)
+    if tmp.stat().st_size == 0:
+        raise UserError(f"{source} is empty; fetch '{corpus}' again or replace the file")
+    if rf.sha256:
+        got = _sha256(tmp)
+        if got != rf.sha256:
+            raise UserError(
+                f"{source}: sha256 {got} does not match the expected {rf.sha256}; "
+                "the file is corrupt or not the published one, replace it"
+            )
+
+
 def _download(rf: RemoteFile, tmp: Path, target: Path) -> None:
-    print(f"downloading {rf.url}", flush=True)
+    """Fetch `rf` into `tmp`. An archive is kept beside the corpus (hidden, complete or absent),
+    so a corpus of several members downloads it once."""
+    if rf.member:
+        archive = target.parent / f".{rf.url.rsplit('/', 1)[-1]}"
+        if not archive.is_file():
+            _fetch_url(rf.url, tmp, target)
+            os.replace(tmp, archive)
+        tmp.write_bytes(_archive_member(rf, archive))
+    else:
+        _fetch_url(rf.url, tmp, target)
+
+
+def _fetch_url(url: str, tmp: Path, target: Path) -> None:
+    print(f"downloading {url}", flush=True)
     try:
-        with urllib.request.urlopen(rf.url, timeout=60) as response, open(tmp, "wb") as out:
+        with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
             shutil.copyfileobj(response, out, 1 << 20)
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise UserError(
-            f"cannot download {rf.url} ({reason}); offline, set MT_DATA_MIRROR to a folder holding "
-            f"<corpus>/{rf.name} or place the file at {target}"
+            f"cannot download {url} ({reason}); offline, set MT_DATA_MIRROR to a folder holding "
+            f"<corpus>/{target.name} or place the file at {target}"
         ) from None
-    if rf.member:
-        try:
-            with zipfile.ZipFile(tmp) as archive:
-                data = archive.read(rf.member)
-        except (zipfile.BadZipFile, KeyError) as e:
-            raise UserError(f"{rf.url}: not a zip archive holding {rf.member} ({e})") from None
-        tmp.write_bytes(data)
+
+
+def _archive_member(rf: RemoteFile, archive: Path) -> bytes:
+    """The bytes of `rf.member` inside the downloaded zip or tar archive."""
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as z:
+                return z.read(rf.member)
+        with tarfile.open(archive) as t:
+            member = t.extractfile(rf.member)
+            if member is None:
+                raise KeyError(rf.member)
+            return member.read()
+    except (zipfile.BadZipFile, tarfile.TarError, KeyError) as e:
+        raise UserError(f"{rf.url}: not an archive holding {rf.member} ({e})") from None

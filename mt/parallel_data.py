@@ -1,11 +1,14 @@
 """Parallel corpora as `datasets.Dataset`s of raw (src, tgt) pairs, then encoded once and cached.
 
 A corpus spec in a recipe is one of:
-  - a catalog name, optionally with a split: `multi30k`, `multi30k:test_2017_flickr`, `tatoeba`;
+  - a catalog name, optionally with a split: `multi30k`, `multi30k:test_2017_flickr`, `tatoeba`,
+    `newstest` (2008-2012 to train, 2013 to validate), `newstest:newstest2012`;
   - line-aligned local text files: `{path: text, data_files: {fr: train.fr, en: train.en}}`;
   - anything `datasets.load_dataset` reads, with where the two languages are:
     `{path: wmt14, name: fr-en, split: train, field: translation}` (a column of {fr:, en:} dicts) or
     `{path: csv, data_files: pairs.tsv, delimiter: "\t", columns: {fr: french, en: english}}`.
+A training corpus may be weighted: `{corpus: multi30k, repeat: 2}` (or `repeat:` in a mapping
+spec) puts each of its pairs into every epoch twice.
 """
 
 from __future__ import annotations
@@ -25,13 +28,14 @@ from mt.errors import UserError
 
 # The Multi30k split a role takes when a recipe names the corpus alone.
 MULTI30K_DEFAULT_SPLIT = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
+NEWSTEST_DEFAULT_SETS = {"train": catalog.NEWSTEST_SETS[:-1], "valid": ("newstest2013",)}
 PAIR_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")})
 ENCODED_FEATURES = datasets.Features({
     "src_ids": datasets.Sequence(datasets.Value("int32")), "tgt_ids": datasets.Sequence(datasets.Value("int32")),
     "src_len": datasets.Value("int32"), "tgt_len": datasets.Value("int32"),
 })
 ENCODED_LAYOUT = "ids-int32+lengths"
-SPEC_KEYS = {"path", "name", "split", "data_files", "field", "columns", "delimiter", "revision"}
+SPEC_KEYS = {"path", "name", "split", "data_files", "field", "columns", "delimiter", "revision", "repeat"}
 
 datasets.disable_progress_bars()
 datasets.logging.set_verbosity_error()
@@ -84,6 +88,13 @@ def _catalog_pairs(spec: str, role: str, src_lang: str, tgt_lang: str) -> datase
             src.append(fields[columns[src_lang]])
             tgt.append(fields[columns[tgt_lang]])
         return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+    if corpus == "newstest":
+        sets = (split,) if split else NEWSTEST_DEFAULT_SETS.get(role)
+        if sets is None:
+            raise UserError(f"name the newstest set to {role} on, e.g. newstest:newstest2012")
+        parts = [aligned_files(catalog.corpus_file(corpus, f"{name}.{src_lang}"), catalog.corpus_file(corpus, f"{name}.{tgt_lang}"))
+                 for name in sets]
+        return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
     catalog.files(corpus)  # unknown name: the catalog's error, with a suggestion
     raise UserError(f"corpus '{corpus}' holds plain text, not translation pairs")
 
@@ -118,17 +129,46 @@ def _generic_pairs(spec: dict, src_lang: str, tgt_lang: str) -> datasets.Dataset
     return ds.rename_columns({columns[src_lang]: "src", columns[tgt_lang]: "tgt"})
 
 
+def split_repeat(spec) -> tuple[str | dict, int]:
+    """(the corpus spec itself, how many times its pairs go into an epoch)."""
+    if not isinstance(spec, dict):
+        return spec, 1
+    spec = dict(spec)
+    repeat = spec.pop("repeat", 1)
+    if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
+        raise UserError(f"corpus spec {spec}: repeat must be a whole number >= 1, got {repeat!r}")
+    if "corpus" in spec:
+        if set(spec) != {"corpus"} or not isinstance(spec["corpus"], str):
+            raise UserError(f"corpus spec {spec}: with 'corpus' (a catalog name) only 'repeat' may be given")
+        return spec["corpus"], repeat
+    return spec, repeat
+
+
+def spec_label(spec) -> str:
+    """A short name for a corpus spec in logs and metrics: 'multi30k', 'newstest2013', 'my.fr'."""
+    spec, _ = split_repeat(spec)
+    if isinstance(spec, str):
+        corpus, _, split = spec.partition(":")
+        return split if corpus == "newstest" and split else spec.replace(":", "_")
+    files = spec.get("data_files")
+    first = next(iter(files.values())) if isinstance(files, dict) else files
+    return Path(str(first)).stem if first else str(spec.get("path"))
+
+
 def load_pairs(spec, role: str, src_lang: str, tgt_lang: str) -> datasets.Dataset:
     """One corpus spec -> a Dataset with string columns `src` and `tgt`."""
+    spec, _ = split_repeat(spec)
     if isinstance(spec, str):
         return _catalog_pairs(spec, role, src_lang, tgt_lang)
     ds = _generic_pairs(spec, src_lang, tgt_lang)
     return ds if ds.features == PAIR_FEATURES else ds.cast(PAIR_FEATURES)  # so corpora concatenate
 
 
-def load_corpora(specs: list, role: str, src_lang: str, tgt_lang: str) -> datasets.Dataset:
+def load_corpora(specs: list, role: str, src_lang: str, tgt_lang: str) -> tuple[datasets.Dataset, np.ndarray]:
+    """The corpora concatenated, and for each pair how many times it goes into an epoch."""
     parts = [load_pairs(s, role, src_lang, tgt_lang) for s in specs]
-    return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    repeats = np.concatenate([np.full(len(p), split_repeat(s)[1], dtype=np.int32) for p, s in zip(parts, specs)])
+    return (parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)), repeats
 
 
 def auto_num_proc(n_pairs: int) -> int:
@@ -136,7 +176,8 @@ def auto_num_proc(n_pairs: int) -> int:
     return max(1, min(os.cpu_count() or 1, n_pairs // 100_000))
 
 
-def encode_pairs(ds: datasets.Dataset, tokenizer, cache_dir: Path | None, num_proc: int = 1) -> datasets.Dataset:
+def encode_pairs(ds: datasets.Dataset, tokenizer, cache_dir: Path | None, num_proc: int = 1,
+                 progress: str | None = None) -> datasets.Dataset:
     """Token ids and lengths of every pair, in an Arrow file cached by content under `cache_dir`:
     memory-mapped, so a corpus larger than memory stays on disk, and a second run does not
     re-tokenize. Columns: src_ids, tgt_ids (int32 lists), src_len, tgt_len; rows as in `ds`."""
@@ -152,9 +193,14 @@ def encode_pairs(ds: datasets.Dataset, tokenizer, cache_dir: Path | None, num_pr
         src, tgt = tokenizer.encode_batch(batch["src"]), tokenizer.encode_batch(batch["tgt"])
         return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(x) for x in src], "tgt_len": [len(x) for x in tgt]}
 
-    return ds.map(encode, batched=True, batch_size=2000, features=ENCODED_FEATURES, remove_columns=ds.column_names,
-                  num_proc=num_proc if num_proc > 1 else None, cache_file_name=cache_file, load_from_cache_file=True,
-                  new_fingerprint=Path(cache_file).stem if cache_file else None)
+    if progress and not (cache_file and Path(cache_file).is_file()):  # a bar only when there is work to show
+        datasets.enable_progress_bars()
+    try:
+        return ds.map(encode, batched=True, batch_size=2000, features=ENCODED_FEATURES, remove_columns=ds.column_names,
+                      num_proc=num_proc if num_proc > 1 else None, cache_file_name=cache_file, load_from_cache_file=True,
+                      new_fingerprint=Path(cache_file).stem if cache_file else None, desc=progress)
+    finally:
+        datasets.disable_progress_bars()
 
 
 def filter_pairs(src_lens: np.ndarray, tgt_lens: np.ndarray, max_len: int, max_ratio: float, what: str,
@@ -181,12 +227,15 @@ class EncodedCorpus:
     the kept row numbers and their lengths, which is all the batch sampler needs."""
 
     def __init__(self, pairs: datasets.Dataset, tokenizer, cache_dir: Path | None, max_len: int, max_ratio: float,
-                 what: str, num_proc: int = 0, log=sys.stderr):
+                 what: str, num_proc: int = 0, log=sys.stderr, repeats: np.ndarray | None = None):
         self.pairs = pairs  # the raw text, same row order: references and subword sampling read it
-        encoded = encode_pairs(pairs, tokenizer, cache_dir, num_proc or auto_num_proc(len(pairs)))
+        encoded = encode_pairs(pairs, tokenizer, cache_dir, num_proc or auto_num_proc(len(pairs)),
+                               progress=f"encoding {what}" if log is not None else None)
         lens = encoded.with_format("arrow", columns=["src_len", "tgt_len"])[:]  # zero-copy views
         src_lens, tgt_lens = (lens.column(c).to_numpy().astype(np.int32) for c in ("src_len", "tgt_len"))
         self.rows = filter_pairs(src_lens, tgt_lens, max_len, max_ratio, what, log)
+        if repeats is not None:  # weighted corpora: a pair's row appears once per repeat
+            self.rows = np.repeat(self.rows, repeats[self.rows])
         self.src_lens, self.tgt_lens = src_lens[self.rows], tgt_lens[self.rows]
         self._ids = encoded.with_format("arrow", columns=["src_ids", "tgt_ids"])
 

@@ -48,7 +48,8 @@ def test_gzip_and_column_specs(tmp_path):
     tsv = {"path": "csv", "data_files": str(tmp_path / "p.tsv"), "delimiter": "\t", "columns": {"fr": "french", "en": "english"}}
     (tmp_path / "p.jsonl").write_text('{"translation": {"fr": "chat", "en": "cat"}}\n')
     js = {"path": "json", "data_files": str(tmp_path / "p.jsonl"), "field": "translation"}
-    ds = load_corpora([gz, tsv, js], "train", "fr", "en")
+    ds, repeats = load_corpora([gz, tsv, {**js, "repeat": 3}], "train", "fr", "en")
+    assert repeats.tolist() == [1, 1, 1, 1, 3]
     assert columns(ds, "src", "tgt") == [["bonjour", "merci", "bonjour", "oui", "chat"], ["hello", "thanks", "hello", "yes", "cat"]]
     with pytest.raises(UserError, match="no column 'fr'"):
         load_pairs({"path": "csv", "data_files": str(tmp_path / "p.tsv"), "delimiter": "\t"}, "train", "fr", "en")
@@ -125,3 +126,13 @@ def test_closing_the_prefetched_stream_stops_its_thread():
     assert [next(stream) for _ in range(3)] == [0, 1, 2]
     stream.close()
     assert not any(t.name == "mt-prefetch" and t.is_alive() for t in threading.enumerate())
+
+
+def test_newstest_from_the_mirror(mirror):
+    """The WMT news test sets: one named set, the default training sets (2008-2012) and validation (2013)."""
+    valid = load_pairs("newstest", "valid", "fr", "en")
+    assert len(valid) == 3000 and valid[0]["tgt"].startswith("A Republican strategy")
+    assert len(load_pairs("newstest:newstest2012", "train", "fr", "en")) == 3003
+    assert len(load_pairs("newstest", "train", "fr", "en")) == 2051 + 502 + 2525 + 2489 + 3003 + 3003
+    with pytest.raises(UserError, match="name the newstest set"):
+        load_pairs("newstest", "test", "fr", "en")

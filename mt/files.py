@@ -1,0 +1,60 @@
+"""Durable file writes: readers see the old file or the whole new one, never a part of either."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from mt.errors import UserError
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, write: Callable[[str], None]) -> None:
+    """Call write(temporary_name) for a file in `path`'s folder, flush it to disk, rename it over
+    `path` and flush the folder, so that even a power loss leaves the old file or the new one. A
+    write that fails (a full disk) leaves the old file as it was and is reported in one line."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as e:
+        raise UserError(f"could not write {path} ({e.strerror or e}); the previous file, if any, is unchanged") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+class RunLock:
+    """An exclusive lock on a run directory, so two trainings never write into the same one. The
+    operating system drops it when its process ends, so a killed run leaves no stale lock."""
+
+    def __init__(self, folder: Path):
+        self.path = Path(folder) / ".lock"
+
+    def __enter__(self):
+        import fcntl
+
+        self.file = open(self.path, "a")
+        try:
+            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.file.close()
+            raise UserError(f"another training is writing to {self.path.parent} right now; wait for it or set out_dir=...") from None
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()  # closing releases the lock
