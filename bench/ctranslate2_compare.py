@@ -22,7 +22,7 @@ import torch
 from mt.hardware import describe
 from mt.parallel_data import columns, load_pairs
 from mt.tokenizer import SPECIALS, SentencePieceTokenizer
-from mt.translate import Translator
+from mt.translator import Translator
 
 
 def convert(model, tokenizer: SentencePieceTokenizer, out_dir: Path, quantization: str) -> None:

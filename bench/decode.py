@@ -21,7 +21,7 @@ import torch
 
 from mt.hardware import describe
 from mt.parallel_data import columns, load_pairs
-from mt.translate import Translator
+from mt.translator import Translator
 
 
 def main():

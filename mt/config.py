@@ -2,6 +2,11 @@
 
 Every key is checked: an unknown key, a wrong type or a missing required field is a one-line
 UserError naming the key (and, for a typo, the closest valid name).
+
+A recipe may hold per-device blocks, `cpu:` and `cuda:`, each a partial recipe. Once
+`train.device` is resolved (auto: cuda when visible), the matching block is merged over the
+recipe, and the command line's `section.key=value` overrides win over both. The saved run config
+records the merged result.
 """
 
 from __future__ import annotations
@@ -26,13 +31,13 @@ CorpusSpec = Union[str, dict]
 
 @dataclass
 class DataConfig:
-    corpus: str | None = None  # language modelling: a catalog corpus of plain text
+    corpus: str | None = None  # language modelling: a catalog corpus of plain text, or a path to a UTF-8 text file
     block_size: int = 256  # language modelling: context length in tokens
     src_lang: str = "fr"
     tgt_lang: str = "en"
     train: list[CorpusSpec] = field(default_factory=list)  # translation: concatenated
-    valid: CorpusSpec | None = None
-    test: CorpusSpec | None = None
+    valid: CorpusSpec | list[CorpusSpec] | None = None  # a list: the first is primary, the rest reported too
+    test: CorpusSpec | list[CorpusSpec] | None = None  # one or several sets, scored by the end-of-training report
     max_len: int = 128  # translation: longer pairs (in tokens) are dropped
     max_len_ratio: float = 3.0  # translation: pairs whose token lengths differ more are dropped
     max_tokens: int = 4096  # translation: tokens per batch (source or target, the larger)
@@ -84,6 +89,8 @@ class TrainConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU
     compile: bool = False
+    average_last: int = 0  # >= 2: keep the last N evaluations' weights and average them when training stops
+    report: bool = True  # at the end: score best on the test sets, translate the demo, write results.json
 
 
 @dataclass
@@ -102,6 +109,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    device_block: str | None = None  # set by the loader: the per-device block that was applied
 
     @property
     def run_dir(self) -> Path:
@@ -114,6 +122,7 @@ class Config:
 # ---------------------------------------------------------------------------------------------
 # Loading and validation
 
+DEVICE_BLOCKS = ("cpu", "cuda")
 _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
@@ -216,6 +225,8 @@ def _check(cfg: Config, source: str) -> None:
     for key, value in positive.items():
         if value <= 0:
             raise UserError(f"{source}: {key} must be positive, got {value}")
+    if t.average_last < 0:
+        raise UserError(f"{source}: train.average_last must be 0 (off) or the number of snapshots to average, got {t.average_last}")
     if d.num_proc < 0:
         raise UserError(f"{source}: data.num_proc must be 0 (automatic) or a number of processes, got {d.num_proc}")
     if m.d_model % m.n_head:
@@ -230,9 +241,7 @@ def _check(cfg: Config, source: str) -> None:
         raise UserError(f"{source}: model.arch 'transformer' needs data.train and data.valid corpora")
 
 
-def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
-    """Read a recipe, apply `section.key=value` overrides, validate, and return a Config."""
-    path = Path(path)
+def _read_recipe(path: Path) -> dict:
     if not path.is_file():
         raise UserError(f"recipe '{path}' not found (recipes live in recipes/, e.g. recipes/shakespeare_char.yaml)")
     try:
@@ -244,8 +253,50 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
     raw = raw or {}
     if not isinstance(raw, dict):
         raise UserError(f"{path}: a recipe must be a mapping of keys, got {type(raw).__name__}")
+    return raw
+
+
+def _merge(base: dict, block: dict) -> dict:
+    """`base` with `block`'s keys laid over it, section by section."""
+    out = dict(base)
+    for key, value in block.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def resolve_device(name: str) -> str:
+    """The device a `train.device` value means here: auto is cuda when one is visible."""
+    if name != "auto":
+        return name
+    import torch  # only here: the loader itself needs no torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_config(path: str | Path, overrides: list[str] = (), device: str | None = None) -> Config:
+    """Read a recipe, apply its block for the device (`device`, else train.device resolved), then the
+    `section.key=value` overrides; validate and return a Config."""
+    path = Path(path)
+    raw = _read_recipe(path)
+    blocks = {name: raw.pop(name) for name in DEVICE_BLOCKS if name in raw}
+    for name, block in blocks.items():  # both blocks are checked, whichever applies
+        if not isinstance(block, dict):
+            raise UserError(f"{path}: '{name}' must be a mapping of recipe keys, got {block!r}")
+        if "name" in block or "device_block" in block or set(block) & set(DEVICE_BLOCKS):
+            raise UserError(f"{path}: the '{name}' block may set sections (data, model, train, ...), not name or other blocks")
+        _build(Config, _merge(raw, block), "", f"{path} ({name} block)")
+    given = dict(raw)
+    for o in overrides:
+        _apply_override(given, o)
+    train_section = given.get("train") if isinstance(given.get("train"), dict) else {}
+    chosen = device or resolve_device(str(train_section.get("device", "auto")))
+    if chosen in blocks:
+        raw = _merge(raw, blocks[chosen])
     for o in overrides:
         _apply_override(raw, o)
+    if "device_block" in raw:
+        raise UserError(f"{path}: 'device_block' is set by the loader, not by a recipe")
+    raw["device_block"] = chosen if chosen in blocks else None
     source = str(path) + (" (with overrides)" if overrides else "")
     cfg = _build(Config, raw, "", source)
     _check(cfg, source)

@@ -6,7 +6,18 @@ from collections.abc import Iterator
 
 import torch
 
+from mt.errors import UserError
 from mt.tokenizer import END, PAD, SPECIALS, START
+
+
+def check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    """One place for the sampling options' ranges: a bad value is a one-line UserError."""
+    if temperature < 0:
+        raise UserError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise UserError(f"top-k must be a positive number of tokens, got {top_k}")
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise UserError(f"top-p must be a probability in (0, 1], got {top_p}")
 
 
 def pick_next(

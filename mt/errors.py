@@ -18,5 +18,8 @@ def cli_entry(main):
         except UserError as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
+        except KeyboardInterrupt:  # Ctrl-C where no handler of ours is installed: stop quietly
+            print("interrupted", file=sys.stderr)
+            sys.exit(130)
 
     return wrapper

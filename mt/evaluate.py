@@ -11,11 +11,11 @@ import json
 import time
 from pathlib import Path
 
-import sacrebleu
-
 from mt.errors import UserError, cli_entry
 from mt.parallel_data import columns, load_pairs, read_lines
-from mt.translate import Translator, add_decoding_args, decoding_kwargs
+from mt.scoring import corpus_scores
+from mt.translate import add_decoding_args, decoding_kwargs
+from mt.translator import Translator
 
 
 def load_test_set(args, cfg) -> tuple[list[str], list[str], str]:
@@ -27,7 +27,8 @@ def load_test_set(args, cfg) -> tuple[list[str], list[str], str]:
             raise UserError(f"{args.src} has {len(src)} lines but {args.ref} has {len(ref)}")
         return src, ref, Path(args.src).stem
     spec = cfg.data.test if args.split == "test" else cfg.data.valid
-    if spec is None:
+    spec = spec[0] if isinstance(spec, list) and spec else spec  # several sets: the first (primary) one
+    if not spec:
         raise UserError(f"the run's recipe names no data.{args.split} set; pass --src FILE --ref FILE")
     src, ref = columns(load_pairs(spec, args.split, cfg.data.src_lang, cfg.data.tgt_lang), "src", "tgt")
     return src, ref, args.split
@@ -55,22 +56,20 @@ def main(argv=None):
     start = time.perf_counter()
     hyp = translator.translate(src, **kwargs)
     seconds = time.perf_counter() - start
-    bleu = sacrebleu.metrics.BLEU()
-    chrf = sacrebleu.metrics.CHRF()
-    bleu_score, chrf_score = bleu.corpus_score(hyp, [ref]), chrf.corpus_score(hyp, [ref])
+    scores = corpus_scores(hyp, ref)
     method = decoding_name(kwargs, translator.cfg.decode.beam, args.quantize)
-    out = Path(args.model) / f"hyp.{name}.{method}.txt"
+    run_dir = Path(args.model).parent if Path(args.model).is_file() else Path(args.model)
+    out = run_dir / f"hyp.{name}.{method}.txt"
     out.write_text("".join(h + "\n" for h in hyp), encoding="utf-8")
     result = {
-        "bleu": round(bleu_score.score, 2), "chrf": round(chrf_score.score, 2),
-        "signature": {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature())},
+        "bleu": scores["bleu"], "chrf": scores["chrf"], "signature": scores["signature"],
         "sentences": len(src), "seconds": round(seconds, 2), "decoding": method, "hypotheses": str(out),
     }
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{bleu_score}  ({result['signature']['bleu']})")
-        print(f"{chrf_score}  ({result['signature']['chrf']})")
+        print(f"{scores['bleu_text']}  ({result['signature']['bleu']})")
+        print(f"{scores['chrf_text']}  ({result['signature']['chrf']})")
         print(f"{len(src)} sentences in {seconds:.1f} s ({method}); hypotheses in {out}")
 
 

@@ -12,7 +12,7 @@ import sys
 import torch
 
 from mt.checkpoint import load_run
-from mt.decode import generate_lm
+from mt.decode import check_sampling, generate_lm
 from mt.errors import UserError, cli_entry
 from mt.hardware import pick_device
 from mt.tokenizer import CharTokenizer
@@ -31,14 +31,15 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
     args = p.parse_args(argv)
-    if args.max_new_tokens < 0 or (args.top_k is not None and args.top_k <= 0):
-        p.error("--max-new-tokens must be >= 0 and --top-k positive")
+    if args.max_new_tokens < 0:
+        p.error("--max-new-tokens must be >= 0")
     return args
 
 
 @cli_entry
 def main(argv=None):
     args = parse_args(argv)
+    check_sampling(args.temperature, args.top_k, args.top_p)
     device = pick_device(args.device)
     hint = "; train one with: python -m mt.train recipes/shakespeare_char.yaml" if args.model == DEFAULT_MODEL else ""
     cfg, tokenizer, model = load_run(args.model, device, hint)

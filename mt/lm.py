@@ -22,13 +22,21 @@ TEXT_FILES = {"tinyshakespeare": "input.txt"}
 
 
 def read_corpus_text(corpus: str) -> str:
-    if corpus not in TEXT_FILES:
-        raise UserError(f"data.corpus '{corpus}' is not a plain-text corpus (language modelling takes: {', '.join(TEXT_FILES)})")
-    path = catalog.corpus_file(corpus, TEXT_FILES[corpus])
+    """The text of a catalog corpus (`tinyshakespeare`) or of a UTF-8 file at the path `corpus`."""
+    if corpus in TEXT_FILES:
+        path = catalog.corpus_file(corpus, TEXT_FILES[corpus])
+    elif Path(corpus).is_file():
+        path = Path(corpus)
+    else:
+        raise UserError(f"data.corpus '{corpus}' is neither a catalog text ({', '.join(TEXT_FILES)}) nor an existing file")
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise UserError(f"{path}: invalid UTF-8 at byte {e.start}") from None
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise UserError(f"{path} line {line}: invalid UTF-8 ({e.reason}); fix or re-encode the file") from None
+    if not text.strip():
+        raise UserError(f"{path} holds no text to learn from")
+    return text
 
 
 def split_text(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -22,13 +22,16 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from mt import distributed
+from mt.average import average_checkpoints, keep_last_snapshots, snapshot_path, snapshots
 from mt.checkpoint import BEST, LAST, load_checkpoint, save_checkpoint
 from mt.config import Config, load_config, save_config
 from mt.errors import UserError, cli_entry
-from mt.hardware import autocast, pick_device
+from mt.files import RunLock
+from mt.hardware import autocast, inference_precision, pick_device, uses_bf16
 from mt.lm import LanguageModelTask
 from mt.model import build_model
 from mt.optim import lr_at, make_optimizer
+from mt.report import language_model_report, translation_report
 
 # Recipe sections that must not change when a run is resumed (train.* and decode.* may), and
 # the keys in them that may: they change how fast the data is prepared, not what it is.
@@ -42,6 +45,15 @@ def build_task(cfg: Config, run_dir: Path, device: torch.device, reuse_tokenizer
 
         return TranslationTask(cfg, run_dir, device, reuse_tokenizer, world)
     return LanguageModelTask(cfg, run_dir, device, reuse_tokenizer, world)
+
+
+def expected_last_step(step: int, first_step: int, seconds: float, seconds_left: float, max_steps: int) -> int:
+    """The step training will stop at: max_steps, or sooner where the time budget runs out first at
+    the pace so far (evaluations included), so the progress bar's total and ETA tell the truth."""
+    if seconds_left == float("inf") or step <= first_step or seconds <= 0:
+        return max_steps
+    pace = seconds / (step - first_step)
+    return max(step, min(max_steps, step + int(max(seconds_left, 0.0) / pace)))
 
 
 class StopFlag:
@@ -78,7 +90,11 @@ def train(cfg: Config, resume: bool = False) -> dict:
     """Train as `cfg` says; return the last evaluation's metrics."""
     world, device = distributed.init(pick_device(cfg.train.device))
     try:
-        return _train(cfg, resume, world, device)
+        if not world.is_main:
+            return _train(cfg, resume, world, device)
+        cfg.run_dir.mkdir(parents=True, exist_ok=True)
+        with RunLock(cfg.run_dir):
+            return _train(cfg, resume, world, device)
     finally:
         distributed.shutdown(world)
 
@@ -120,10 +136,13 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
     if world.size > 1:
         train_model = DistributedDataParallel(train_model, device_ids=[device.index] if device.type == "cuda" else None)
     precision = autocast(device, tc.precision)
+    eval_precision = autocast(device, inference_precision(device) if device.type == "cpu" else tc.precision)
     log = print if world.is_main else (lambda *a, **k: None)
     n_params = sum(p.numel() for p in model.parameters())
+    block = f", recipe's {cfg.device_block} block applied" if cfg.device_block else ""
     log(f"{cfg.name}: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, vocab {task.vocab_size}, on {device}"
-        + (f" x {world.size} processes" if world.size > 1 else ""), file=sys.stderr)
+        + (f" x {world.size} processes" if world.size > 1 else "")
+        + f", {'bf16' if uses_bf16(device, tc.precision) else 'fp32'}{block}", file=sys.stderr)
 
     t_start = time.monotonic()
 
@@ -161,13 +180,14 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
     tokens_since_eval, t_eval = 0, time.monotonic()
     loss_sum, losses = torch.zeros((), device=device), 0  # summed on the device: no sync until evaluation
     tokens_since_log, t_log = 0, time.monotonic()
+    first_step, interrupted = step, False
     bar = tqdm(total=tc.max_steps, initial=step, unit="step", dynamic_ncols=True, file=sys.stderr, disable=not world.is_main)
     # The batch stream is closed on the way out, which stops and joins its prefetch thread.
     with StopFlag() as stop, contextlib.closing(task.train_batches()) as batches, \
             open(run_dir / "metrics.jsonl", "a") if world.is_main else contextlib.nullcontext() as metrics_file:
         model.train()
         while step < tc.max_steps:
-            lr = lr_at(step, tc)
+            lr = lr_at(step, tc, elapsed() / budget_s)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             loss, n_tokens = train_step(batches)
@@ -179,6 +199,7 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
             if step % tc.log_every == 0:
                 now = time.monotonic()
                 bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{tokens_since_log / (now - t_log):,.0f}", refresh=False)
+                bar.total = expected_last_step(step, first_step, now - t_start, budget_s - elapsed(), tc.max_steps)
                 bar.update(step - bar.n)
                 tokens_since_log, t_log = 0, now
             eval_step = step % tc.eval_every == 0 or step == tc.max_steps
@@ -191,14 +212,14 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
                     save_checkpoint(last_path, checkpoint_state())
                 bar.close()
                 log(f"interrupted at step {step}; saved {last_path}; continue with --resume", file=sys.stderr)
-                raise SystemExit(130)
+                break
             if not (eval_step or out_of_time):
                 continue
             early_stop = False
             if world.is_main:
                 tokens_per_s = tokens_since_eval / (time.monotonic() - t_eval)
                 model.eval()
-                metrics = {"step": step, "train_loss": loss_sum.item() / losses, **task.evaluate(model, precision),
+                metrics = {"step": step, "train_loss": loss_sum.item() / losses, **task.evaluate(model, eval_precision),
                            "lr": lr, "tokens_per_s": round(tokens_per_s, 1), "elapsed_s": round(elapsed(), 2)}
                 model.train()
                 score = metrics[task.best_metric]
@@ -208,6 +229,9 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
                     save_checkpoint(run_dir / BEST, {"model": model.state_dict(), "config": cfg.to_dict(), "step": step, **metrics})
                 else:
                     bad_evals += 1
+                if tc.average_last >= 2:
+                    save_checkpoint(snapshot_path(run_dir, step), {"model": model.state_dict(), "config": cfg.to_dict(), "step": step})
+                    keep_last_snapshots(run_dir, tc.average_last)
                 save_checkpoint(last_path, checkpoint_state())
                 metrics_file.write(json.dumps(metrics) + "\n")
                 metrics_file.flush()
@@ -226,9 +250,52 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
                 log(f"stopping: train.max_minutes ({tc.max_minutes}) spent", file=sys.stderr)
                 break
         bar.close()
+    if world.is_main and not interrupted and tc.average_last >= 2:
+        best = average_into_best(model, task, eval_precision, cfg, best, metrics_path=run_dir / "metrics.jsonl") or best
     if best is not None:
         log(f"done: step {step}, best {task.best_metric} {best:.4f}, run directory {run_dir}", file=sys.stderr)
+    if world.is_main and tc.report and (run_dir / BEST).is_file():
+        report(cfg, run_dir, device)
+    if interrupted:
+        raise SystemExit(130)
     return metrics
+
+
+def report(cfg: Config, run_dir: Path, device: torch.device) -> None:
+    """The end-of-training report. The run is complete without it, so a failure here (a test set
+    that cannot be read) is a warning, not an error."""
+    if cfg.model.arch != "transformer":
+        language_model_report(run_dir)
+        return
+    print("end-of-training report (train.report=false skips it)", file=sys.stderr)
+    try:
+        translation_report(cfg, run_dir, device.type)
+    except UserError as e:
+        print(f"warning: no end-of-training report: {e}", file=sys.stderr)
+
+
+def average_into_best(model, task, precision, cfg: Config, best: float | None, metrics_path: Path) -> float | None:
+    """Average the run's last `train.average_last` snapshots, validate the average, and make it
+    `best` when it scores better. Returns the new best score, or None when it did not win."""
+    paths = snapshots(cfg.run_dir)[-cfg.train.average_last :]
+    if len(paths) < 2:
+        return None
+    averaged = average_checkpoints(paths)
+    model.load_state_dict(averaged["model"])
+    model.eval()
+    metrics = task.evaluate(model, precision)
+    score = metrics[task.best_metric]
+    wins = best is None or (score > best if task.higher_is_better else score < best)
+    row = {"step": averaged["step"], "averaged_from": averaged["averaged_from"], **metrics, "best": wins}
+    with open(metrics_path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+    steps = ", ".join(map(str, averaged["averaged_from"]))
+    shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+    print(f"average of steps {steps}: {shown}  ({'best: saved as best.pt' if wins else 'not better than best.pt'})", file=sys.stderr)
+    if wins:
+        save_checkpoint(cfg.run_dir / BEST, {**averaged, **metrics})
+        return score
+    return None
 
 
 @cli_entry

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import datasets
 import numpy as np
@@ -15,13 +17,12 @@ import torch
 
 from mt import catalog
 from mt.batching import collate, prefetch, shard, token_batches
-from mt.checkpoint import atomic_write
+from mt.files import atomic_write
 from mt.config import Config
-from mt.decode import greedy_or_sample
 from mt.distributed import World
 from mt.errors import UserError
 from mt.model import token_loss
-from mt.parallel_data import EncodedCorpus, load_corpora, load_pairs
+from mt.parallel_data import EncodedCorpus, columns, load_corpora, load_pairs, spec_label
 from mt.tokenizer import (
     CharTokenizer,
     SentencePieceTokenizer,
@@ -52,10 +53,12 @@ def train_tokenizer(cfg: Config, train: datasets.Dataset, cache_dir: Path) -> To
     cached = cache_dir / f"spm-{key}.model"
     if cached.is_file():
         return SentencePieceTokenizer(cached.read_bytes())
-    print(f"training a {t.vocab_size}-piece {t.model_type} SentencePiece model on {min(len(train), t.max_pairs):,} pairs",
-          file=sys.stderr)
+    print(f"training a {t.vocab_size}-piece {t.model_type} SentencePiece model on {min(len(train), t.max_pairs):,} pairs "
+          "(cached for later runs)...", file=sys.stderr, end="", flush=True)
+    start = time.monotonic()
     tokenizer = SentencePieceTokenizer.train(tokenizer_texts(train, t.max_pairs, cfg.seed), t.vocab_size, t.model_type,
                                              max_sentences=2 * t.max_pairs)
+    print(f" {time.monotonic() - start:.0f} s", file=sys.stderr)
     cache_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(cached, lambda tmp: Path(tmp).write_bytes(tokenizer.model_proto))
     return tokenizer
@@ -64,6 +67,13 @@ def train_tokenizer(cfg: Config, train: datasets.Dataset, cache_dir: Path) -> To
 def to_device(batch: dict, device: torch.device) -> dict:
     """Tensors to `device`; from page-locked memory the copy does not wait for the GPU."""
     return {k: v.to(device, non_blocking=v.is_pinned()) if torch.is_tensor(v) else v for k, v in batch.items()}
+
+
+class ValidationSet(NamedTuple):
+    label: str  # "" for the primary set, "_<name>" for the others
+    pairs: EncodedCorpus  # the pairs within the length limits: validation loss
+    sources: list[str]  # every pair: BLEU
+    references: list[str]
 
 
 class TranslationTask:
@@ -75,8 +85,9 @@ class TranslationTask:
         d = cfg.data
         if cfg.data.max_tokens < d.max_len + 1:
             raise UserError(f"data.max_tokens ({d.max_tokens}) must hold at least one pair of data.max_len + 1 ({d.max_len + 1}) tokens")
-        train = load_corpora(d.train, "train", d.src_lang, d.tgt_lang)
-        valid = load_pairs(d.valid, "valid", d.src_lang, d.tgt_lang)
+        train, repeats = load_corpora(d.train, "train", d.src_lang, d.tgt_lang)
+        valid_specs = d.valid if isinstance(d.valid, list) else [d.valid]
+        valid = [load_pairs(spec, "valid", d.src_lang, d.tgt_lang) for spec in valid_specs]
         cache, log = catalog.data_dir() / "cache", sys.stderr if world.is_main else None
         if reuse_tokenizer:
             self.tokenizer: Tokenizer = load_tokenizer(run_dir)
@@ -86,9 +97,12 @@ class TranslationTask:
         self.world = world
         encode = {"tokenizer": self.tokenizer, "cache_dir": cache, "max_len": d.max_len, "max_ratio": d.max_len_ratio,
                   "num_proc": d.num_proc, "log": log}
-        self.train = EncodedCorpus(train, what="train", **encode)
-        self.valid = EncodedCorpus(valid, what="valid", **encode)
-        self.valid_refs = self.valid.all_texts("tgt")
+        self.train = EncodedCorpus(train, what="train", repeats=repeats, **encode)
+        # The first validation set is the primary one (best.pt follows it); the others are reported beside it.
+        labels = [""] + [f"_{spec_label(spec)}" for spec in valid_specs[1:]]
+        self.valid_sets = [ValidationSet(label, EncodedCorpus(pairs, what=f"valid{label}", **encode), *columns(pairs, "src", "tgt"))
+                           for label, pairs in zip(labels, valid)]
+        self.cfg = cfg
         self.max_tokens, self.seed, self.device = d.max_tokens, cfg.seed, device
         # Tensor cores and torch.compile want few, aligned shapes; on CPU padding is only waste.
         # (multiple, limit): within the model's positions, <END>/<START> included.
@@ -141,19 +155,29 @@ class TranslationTask:
 
     @torch.no_grad()
     def evaluate(self, model, autocast) -> dict:
-        """Validation loss per target token, and greedy BLEU against the raw references."""
-        hypotheses = [""] * len(self.valid)
+        """For each validation set: loss per target token (over the pairs training keeps) and greedy
+        BLEU over every pair, decoded as `mt.evaluate --split valid --greedy` decodes it (a source too
+        long for the model is truncated, never dropped), so the two agree. Keys: `val_loss`,
+        `val_bleu` for the primary set, `val_loss_<name>`, `val_bleu_<name>` for the others."""
+        from mt.translator import Translator  # the one decoding path for every score
+
+        translator = Translator(self.cfg, self.tokenizer, model, self.device)
+        metrics = {}
+        for v in self.valid_sets:
+            hypotheses = translator.translate(v.sources, beam=1, batch_size=64 if self.device.type == "cpu" else 512,
+                                              warn_truncated=False)
+            bleu = sacrebleu.corpus_bleu(hypotheses, [v.references])
+            metrics |= {f"val_loss{v.label}": self._loss_over(model, autocast, v.pairs), f"val_bleu{v.label}": round(bleu.score, 2)}
+        return metrics
+
+    def _loss_over(self, model, autocast, corpus: EncodedCorpus) -> float:
         total, count = torch.zeros((), device=self.device), 0
-        for rows in token_batches(self.valid.src_lens, self.valid.tgt_lens, self.max_tokens, seed=0):
-            batch = to_device(collate(*self.valid.ids(rows), *self.padding), self.device)
+        for rows in token_batches(corpus.src_lens, corpus.tgt_lens, self.max_tokens, seed=0):
+            batch = to_device(collate(*corpus.ids(rows), *self.padding), self.device)
             with autocast:
                 total += self.loss(model, batch) * batch["n_tokens"]
-                outputs, _ = greedy_or_sample(model, batch["src"])
             count += batch["n_tokens"]
-            for i, ids in zip(rows, outputs):
-                hypotheses[i] = self.tokenizer.decode(ids)
-        bleu = sacrebleu.corpus_bleu(hypotheses, [self.valid_refs])
-        return {"val_loss": total.item() / count, "val_bleu": round(bleu.score, 2)}
+        return total.item() / count
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch}

@@ -78,3 +78,44 @@ def test_train_cli_config_errors_are_one_line(tmp_path, args, message):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
     assert "Traceback" not in result.stderr
+
+
+BLOCKS = BASE + "train:\n  max_steps: 100\ncpu:\n  train:\n    max_steps: 7\n  model:\n    n_layer: 2\ncuda:\n  train:\n    max_steps: 9000\n    compile: true\n"
+
+
+def test_device_block_for_cpu_and_for_cuda(tmp_path):
+    path = write(tmp_path, BLOCKS)
+    cpu = load_config(path, device="cpu")
+    assert (cpu.device_block, cpu.train.max_steps, cpu.model.n_layer, cpu.train.compile) == ("cpu", 7, 2, False)
+    cuda = load_config(path, device="cuda")  # resolution only: no GPU is needed to choose the block
+    assert (cuda.device_block, cuda.train.max_steps, cuda.model.n_layer, cuda.train.compile) == ("cuda", 9000, 6, True)
+
+
+def test_train_device_picks_the_block_and_command_line_keys_win(tmp_path):
+    path = write(tmp_path, BLOCKS)
+    assert load_config(path, ["train.device=cuda"]).device_block == "cuda"
+    cfg = load_config(path, ["train.device=cpu", "train.max_steps=3"])
+    assert (cfg.device_block, cfg.train.max_steps, cfg.model.n_layer) == ("cpu", 3, 2)
+
+
+def test_saved_config_records_the_merged_settings(tmp_path):
+    from mt.config import config_from_dict, save_config
+
+    cfg = load_config(write(tmp_path, BLOCKS), device="cpu")
+    save_config(cfg, tmp_path / "config.yaml")
+    import yaml
+
+    saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    assert "cpu" not in saved and "cuda" not in saved
+    again = config_from_dict(saved)
+    assert again == cfg and again.train.max_steps == 7 and again.device_block == "cpu"
+
+
+def test_unknown_key_in_a_block_is_an_error_whichever_device(tmp_path):
+    path = write(tmp_path, BASE + "cuda:\n  train:\n    max_stepz: 5\n")
+    with pytest.raises(UserError, match=r"cuda block.*unknown key 'train.max_stepz' \(did you mean 'train.max_steps'\?\)"):
+        load_config(path, device="cpu")
+    with pytest.raises(UserError, match="'cpu' must be a mapping"):
+        load_config(write(tmp_path, BASE + "cpu: fast\n"))
+    with pytest.raises(UserError, match="not name"):
+        load_config(write(tmp_path, BASE + "cpu:\n  name: other\n"))

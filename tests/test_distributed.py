@@ -16,6 +16,7 @@ COMMON = [
     "recipes/shakespeare_char.yaml", "model.n_layer=1", "model.n_head=2", "model.d_model=16", "model.dropout=0.0",
     "data.block_size=16", "train.max_steps=8", "train.eval_every=4", "train.eval_batches=4",
     "train.warmup_steps=2", "train.device=cpu", "train.log_every=2",
+    "train.precision=fp32",  # bf16 rounding would swamp the summation-order differences compared here
 ]
 
 

@@ -17,6 +17,7 @@ TINY = [
     "model.n_layer=1", "model.n_head=2", "model.d_model=16", "model.dropout=0.1", "data.block_size=16",
     "train.batch_size=4", "train.max_steps=12", "train.eval_every=4", "train.eval_batches=2",
     "train.warmup_steps=2", "train.device=cpu", "train.log_every=1",
+    "train.max_minutes=null",  # a time budget makes the schedule follow the clock; these tests compare runs exactly
 ]
 RECIPE = "recipes/shakespeare_char.yaml"
 
@@ -67,7 +68,7 @@ def test_translation_resume_continues_the_same_epoch(tmp_path, monkeypatch):
     args = ["recipes/fr_en.yaml", f"data.train=[{spec}]", f"data.valid={spec}", "model.enc_layers=1",
             "model.dec_layers=1", "model.d_model=16", "model.n_head=2", "model.d_ff=32", "model.dropout=0.1",
             "tokenizer.kind=char", "data.max_tokens=120", "train.max_steps=14", "train.eval_every=7",
-            "train.warmup_steps=2", "train.device=cpu", "train.max_minutes=null"]
+            "train.warmup_steps=2", "train.device=cpu", "train.max_minutes=null", "train.report=false"]
     train_module.main([*args, f"out_dir={tmp_path / 'straight'}"])
     with monkeypatch.context() as m:
         interrupt_after(m, 4, TranslationTask)  # 60 pairs in ~4-pair batches: well inside the first epoch
@@ -84,7 +85,7 @@ def test_translation_resume_continues_the_same_epoch(tmp_path, monkeypatch):
 
 def test_run_directory_contents_and_metrics(toy_text_corpus, tmp_path):
     run_train(tmp_path / "run")
-    names = sorted(p.name for p in (tmp_path / "run").iterdir())
+    names = sorted(p.name for p in (tmp_path / "run").iterdir() if not p.name.startswith("."))  # .lock aside
     assert names == ["best.pt", "config.yaml", "last.pt", "metrics.jsonl", "tokenizer.json"]
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [4, 8, 12]
@@ -136,3 +137,74 @@ def test_shakespeare_recipe_end_to_end_through_the_cli(mirror, tmp_path):
     )
     assert gen.returncode == 0, gen.stderr
     assert gen.stdout.startswith("ROMEO:") and len(gen.stdout) >= len("ROMEO:") + 40
+
+
+def test_snapshots_are_averaged_when_training_stops(toy_text_corpus, tmp_path, capsys):
+    run_train(tmp_path / "run", "train.average_last=2")
+    snaps = sorted(p.name for p in (tmp_path / "run" / "snapshots").iterdir())
+    assert snaps == ["step-00000008.pt", "step-00000012.pt"]  # only the last two are kept
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["averaged_from"] == [8, 12] and "val_loss" in rows[-1]
+    best = load_checkpoint(tmp_path / "run" / "best.pt")
+    a, b = (load_checkpoint(tmp_path / "run" / "snapshots" / n)["model"] for n in snaps)
+    averaged = {k: (a[k] + b[k]) / 2 for k in a}
+    if rows[-1]["best"]:  # the average became best.pt only because it validated better
+        assert best["averaged_from"] == [8, 12]
+        assert all(torch.allclose(best["model"][k], averaged[k], atol=1e-7) for k in a)
+    else:
+        assert "averaged_from" not in best
+    assert "python -m mt.generate --model" in capsys.readouterr().err
+
+
+def test_progress_bar_total_follows_the_time_budget():
+    from mt.train import expected_last_step
+
+    assert expected_last_step(10, 0, 10.0, float("inf"), 500) == 500  # no budget: the step limit
+    assert expected_last_step(10, 0, 10.0, 30.0, 500) == 40  # 1 s a step, 30 s left
+    assert expected_last_step(10, 0, 10.0, 3000.0, 500) == 500  # the step limit comes first
+    assert expected_last_step(10, 0, 10.0, -5.0, 500) == 10  # already over budget
+
+
+def test_a_second_training_into_the_same_run_is_refused_until_the_first_ends(toy_text_corpus, tmp_path, capsys):
+    import fcntl
+
+    (tmp_path / "run").mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
+                               str(tmp_path / "run" / ".lock")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    with pytest.raises(SystemExit) as e:
+        run_train(tmp_path / "run")
+    assert e.value.code == 2 and "another training is writing to" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "last.pt").exists()
+    holder.kill()  # killed, not released: the operating system drops its lock
+    holder.wait()
+    run_train(tmp_path / "run")
+    assert (tmp_path / "run" / "last.pt").is_file()
+    with open(tmp_path / "run" / ".lock") as f:  # and the finished run released its own
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_cosine_schedule_ends_with_the_time_budget():
+    from mt.config import TrainConfig
+    from mt.optim import lr_at
+
+    tc = TrainConfig(lr=1e-3, min_lr=1e-4, warmup_steps=10, max_steps=1000)
+    assert lr_at(4, tc, 0.9) == pytest.approx(5e-4)  # warmup goes by steps
+    assert lr_at(10, tc) == pytest.approx(1e-3)
+    assert lr_at(100, tc, 0.5) == pytest.approx(5.5e-4)  # half the time spent: half way down the cosine
+    assert lr_at(100, tc, 1.0) == pytest.approx(1e-4)
+    assert lr_at(1000, tc, 0.1) == pytest.approx(1e-4)  # the step limit, if it comes first
+
+
+def test_language_model_trains_on_a_users_text_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("MT_DATA_MIRROR", raising=False)
+    text = tmp_path / "poems.txt"
+    text.write_text("Roses are red, violets are blue; sugar is sweet, and so are you.\n" * 40, encoding="utf-8")
+    run_train(tmp_path / "run", f"data.corpus={text}")
+    assert load_checkpoint(tmp_path / "run" / "last.pt")["step"] == 12
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine line\n\xff\xfe broken\n")
+    with pytest.raises(SystemExit):
+        run_train(tmp_path / "bad_run", f"data.corpus={bad}")
+    assert "bad.txt line 2: invalid UTF-8" in capsys.readouterr().err

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from mt import train as train_module
-from mt.translate import Translator
+from mt.translator import Translator
 
 WORDS = {"chat": "cat", "chien": "dog", "homme": "man", "femme": "woman", "enfant": "child"}
 COLOURS = {"noir": "black", "blanc": "white", "rouge": "red", "petit": "small"}
@@ -132,3 +132,43 @@ def test_int8_quantized_translation_keeps_lines_and_quality(run_dir):
     assert abs(a["chrf"] - b["chrf"]) < 5
     lines = (run_dir / "hyp.test.int8-greedy.txt").read_text().split("\n")[:-1]
     assert len(lines) == a["sentences"]
+
+
+def test_end_of_training_report(run_dir):
+    """Training ended by scoring best.pt on the test set with the recipe's beam and writing results.json."""
+    results = json.loads((run_dir / "results.json").read_text())
+    (label, scores), = results["test"].items()
+    assert label == "c" and scores["sentences"] == 400 and scores["chrf"] > 90  # 3-word sentences: no 4-grams for BLEU
+    assert results["signature"]["bleu"].startswith("nrefs:1|case:mixed")
+    assert results["demo"]["source"] == "les réseaux de neurones sont géniaux!" and "translation" in results["demo"]
+
+
+def test_average_of_two_checkpoints_is_their_mean_and_translates(run_dir, tmp_path):
+    import shutil
+
+    import torch
+
+    from mt.checkpoint import load_checkpoint, save_checkpoint
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    a = load_checkpoint(run / "best.pt")
+    b = {**a, "model": {k: v + 0.01 * torch.randn_like(v) if v.is_floating_point() else v for k, v in a["model"].items()}}
+    save_checkpoint(tmp_path / "b.pt", b)
+    result = cli("mt.average", str(run / "best.pt"), str(tmp_path / "b.pt"), "--out", str(run / "averaged.pt"))
+    assert result.returncode == 0, result.stderr
+    averaged = load_checkpoint(run / "averaged.pt")
+    for name, tensor in a["model"].items():
+        assert torch.allclose(averaged["model"][name], (tensor + b["model"][name]) / 2, atol=1e-7), name
+    out = cli("mt.translate", "--model", str(run / "averaged.pt"), "--greedy", "le chat noir")
+    assert out.returncode == 0 and out.stdout == "the black cat\n", out.stderr
+    refused = cli("mt.average", str(run))  # a run directory without snapshots
+    assert refused.returncode == 2 and "train.average_last" in refused.stderr
+
+
+def test_validation_bleu_during_training_equals_evaluate_on_valid(run_dir):
+    best_row = max((json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()),
+                   key=lambda r: r["val_bleu"])
+    result = cli("mt.evaluate", "--model", str(run_dir), "--split", "valid", "--greedy", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["bleu"] == best_row["val_bleu"]
