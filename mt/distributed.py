@@ -50,6 +50,15 @@ def any_rank(world: World, flag: bool, device: torch.device) -> bool:
     return bool(t.item())
 
 
+def total(world: World, value: int, device: torch.device) -> int:
+    """The sum of `value` over all ranks."""
+    if world.size == 1:
+        return value
+    t = torch.tensor(float(value), device=device)
+    td.all_reduce(t, op=td.ReduceOp.SUM)
+    return int(t.item())
+
+
 def shutdown(world: World) -> None:
     if world.size > 1 and td.is_initialized():
         td.destroy_process_group()

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 from mt.errors import UserError, cli_entry
-from mt.parallel_data import columns, load_pairs, read_lines
+from mt.files import read_lines
+from mt.parallel_data import columns, load_pairs
 from mt.scoring import corpus_scores
 from mt.translate import add_decoding_args, decoding_kwargs
 from mt.translator import Translator

@@ -1,13 +1,42 @@
-"""Durable file writes: readers see the old file or the whole new one, never a part of either."""
+"""Files: text lines read one way everywhere; durable writes (readers see the old file or the whole
+new one, never a part of either); the lock that keeps two trainings out of one run directory."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from mt.errors import UserError
+
+
+def split_lines(raw: bytes, source: str) -> list[str]:
+    """The lines of UTF-8 `raw` (a last newline ends the last line, '\\r\\n' counts as a newline);
+    invalid UTF-8 is a UserError naming `source` and the line."""
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, line in enumerate(lines, 1):
+        try:
+            out.append(line.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as e:
+            raise UserError(f"{source} line {number}: invalid UTF-8 ({e.reason} at byte {e.start}); fix or re-encode it") from None
+    return out
+
+
+def read_lines(path: Path) -> list[str]:
+    """Lines of a UTF-8 text file (gzip if it ends in .gz)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    try:
+        with opener(path, "rb") as f:
+            return split_lines(f.read(), str(path))
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except (gzip.BadGzipFile, EOFError) as e:
+        raise UserError(f"{path}: not a readable gzip file ({e})") from None
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -13,7 +13,6 @@ spec) puts each of its pairs into every epoch twice.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import os
 import sys
@@ -25,6 +24,7 @@ import numpy as np
 from mt import catalog
 from mt.batching import Ragged
 from mt.errors import UserError
+from mt.files import read_lines
 
 # The Multi30k split a role takes when a recipe names the corpus alone.
 MULTI30K_DEFAULT_SPLIT = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
@@ -39,26 +39,6 @@ SPEC_KEYS = {"path", "name", "split", "data_files", "field", "columns", "delimit
 
 datasets.disable_progress_bars()
 datasets.logging.set_verbosity_error()
-
-
-def read_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 text file (gzip if it ends in .gz); invalid UTF-8 names file and line."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    try:
-        with opener(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    out = []
-    for number, line in enumerate(lines, 1):
-        try:
-            out.append(line.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError as e:
-            raise UserError(f"{path} line {number}: invalid UTF-8 ({e.reason} at byte {e.start}); fix or re-encode the file") from None
-    return out
 
 
 def aligned_files(src_path: Path, tgt_path: Path) -> datasets.Dataset:

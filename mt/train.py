@@ -77,6 +77,9 @@ class StopFlag:
 
 def _check_resumable(cfg: Config, saved: dict, run_dir: Path) -> None:
     now = cfg.to_dict()
+    if saved.get("seed", cfg.seed) != cfg.seed:  # it orders the epochs: a new seed would reshuffle mid-epoch
+        raise UserError(f"cannot resume {run_dir}: seed was {saved['seed']}, the recipe now says {cfg.seed}; "
+                        "restore it or train into another out_dir")
     for section in FROZEN_ON_RESUME:
         for key, value in now[section].items():
             if saved[section].get(key, value) != value and f"{section}.{key}" not in FREE_ON_RESUME:
@@ -118,17 +121,22 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
     task = build_task(cfg, run_dir, device, resume, world) if world.is_main else None
     distributed.barrier(world)
     task = task or build_task(cfg, run_dir, device, True, world)
-    model = build_model(cfg, task.vocab_size).to(device)
+    model = build_model(cfg, task.vocab_size).to(device)  # the same start on every rank (DDP broadcasts it too)
     optimizer = make_optimizer(model, tc)
+    if world.size > 1:  # each rank its own dropout masks
+        torch.manual_seed(cfg.seed + 1_000_003 * world.rank)
     step, elapsed_before, best, bad_evals = 0, 0.0, None, 0
     if ckpt:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         task.load_state_dict(ckpt["task"])
-        torch.set_rng_state(ckpt["rng"]["torch"])
-        if device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
-            torch.cuda.set_rng_state(ckpt["rng"]["cuda"])
         step, elapsed_before = ckpt["step"], ckpt["elapsed_s"]
+        if world.size == 1:
+            torch.set_rng_state(ckpt["rng"]["torch"])
+            if device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
+                torch.cuda.set_rng_state(ckpt["rng"]["cuda"])
+        else:  # the checkpoint holds rank 0's generator only: every rank reseeds its own
+            torch.manual_seed(cfg.seed + 1_000_003 * world.rank + step)
         best, bad_evals = ckpt["best"], ckpt["bad_evals"]
     # Train through the compiled (and DDP-wrapped) module; save the plain one, so checkpoints
     # carry no prefixes and load in a single process.
@@ -157,23 +165,27 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
         }
 
     def train_step(batches) -> tuple[torch.Tensor, int]:
-        """One optimizer step over `train.grad_accum` micro-batches; gradients are all-reduced once."""
-        loss_total, n_tokens = torch.zeros((), device=device), 0
-        for micro in range(tc.grad_accum):
-            batch = next(batches)
+        """One optimizer step over `train.grad_accum` micro-batches; gradients are all-reduced once.
+        Each micro-batch's mean loss weighs by its share of the step's tokens (over all ranks), so
+        the gradient is the mean over every target token whatever the batches' sizes."""
+        micro_batches = [next(batches) for _ in range(tc.grad_accum)]
+        counts = [task.batch_tokens(b) for b in micro_batches]
+        all_tokens = distributed.total(world, sum(counts), device) if tc.grad_accum > 1 else sum(counts) * world.size
+        loss_total = torch.zeros((), device=device)
+        for micro, (batch, n) in enumerate(zip(micro_batches, counts)):
             last_micro = micro == tc.grad_accum - 1
             sync = train_model.no_sync() if world.size > 1 and not last_micro else contextlib.nullcontext()
             with sync:
                 with precision:
-                    loss = task.loss(train_model, batch, tc.label_smoothing) / tc.grad_accum
-                loss.backward()
-            loss_total += loss.detach()
-            n_tokens += task.batch_tokens(batch)
+                    loss = task.loss(train_model, batch, tc.label_smoothing)
+                weight = n * world.size / all_tokens if tc.grad_accum > 1 else 1.0  # DDP averages over ranks
+                (loss * weight).backward()
+            loss_total += loss.detach() * (n / sum(counts))
         if tc.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return loss_total, n_tokens * world.size  # other ranks' batches hold about as many tokens
+        return loss_total, all_tokens
 
     budget_s = tc.max_minutes * 60 if tc.max_minutes else float("inf")
     metrics: dict = {}

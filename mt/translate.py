@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mt.decode import check_sampling
 from mt.errors import UserError, cli_entry
+from mt.files import read_lines, split_lines
 from mt.translator import DEFAULT_MODEL, Translator
 
 __all__ = ["Translator", "main"]  # Translator lives in mt.translator; importing it from here still works
@@ -53,16 +54,8 @@ def read_input(args) -> list[str]:
     if args.text:
         return list(args.text)
     if args.input:
-        from mt.parallel_data import read_lines
-
         return read_lines(Path(args.input))
-    data = sys.stdin.buffer.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise UserError(f"standard input line {line}: invalid UTF-8") from None
-    return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
+    return split_lines(sys.stdin.buffer.read(), "standard input")
 
 
 @cli_entry

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +47,8 @@ def train_tokenizer(cfg: Config, train: datasets.Dataset, cache_dir: Path) -> To
     """A tokenizer for the training corpora. SentencePiece models are cached by the corpora's
     content and the tokenizer settings, so a second run with the same data does not retrain."""
     t = cfg.tokenizer
+    if len(train) == 0:
+        raise UserError("data.train: the training corpora hold no pairs (empty files?); give at least one corpus with text")
     if t.kind == "char":  # every character of the corpus: no sampling, or rare ones would be <unk>
         return CharTokenizer.train(tokenizer_texts(train, len(train), cfg.seed))
     sample = f"|{t.max_pairs}|{cfg.seed}" if len(train) > t.max_pairs else ""
@@ -55,9 +58,20 @@ def train_tokenizer(cfg: Config, train: datasets.Dataset, cache_dir: Path) -> To
         return SentencePieceTokenizer(cached.read_bytes())
     print(f"training a {t.vocab_size}-piece {t.model_type} SentencePiece model on {min(len(train), t.max_pairs):,} pairs "
           "(cached for later runs)...", file=sys.stderr, end="", flush=True)
-    start = time.monotonic()
-    tokenizer = SentencePieceTokenizer.train(tokenizer_texts(train, t.max_pairs, cfg.seed), t.vocab_size, t.model_type,
-                                             max_sentences=2 * t.max_pairs)
+    start, with_text = time.monotonic(), 0
+
+    def texts():
+        nonlocal with_text
+        for text in tokenizer_texts(train, t.max_pairs, cfg.seed):
+            with_text += bool(text.strip())
+            yield text
+
+    try:
+        tokenizer = SentencePieceTokenizer.train(texts(), t.vocab_size, t.model_type, max_sentences=2 * t.max_pairs)
+    except UserError:
+        if with_text == 0:
+            raise UserError(f"data.train: {len(train):,} pairs read, but every line is empty; no usable pairs remain") from None
+        raise
     print(f" {time.monotonic() - start:.0f} s", file=sys.stderr)
     cache_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(cached, lambda tmp: Path(tmp).write_bytes(tokenizer.model_proto))
@@ -103,25 +117,45 @@ class TranslationTask:
         self.valid_sets = [ValidationSet(label, EncodedCorpus(pairs, what=f"valid{label}", **encode), *columns(pairs, "src", "tgt"))
                            for label, pairs in zip(labels, valid)]
         self.cfg = cfg
-        self.max_tokens, self.seed, self.device = d.max_tokens, cfg.seed, device
+        self.max_tokens, self.max_len, self.seed, self.device = d.max_tokens, d.max_len, cfg.seed, device
         # Tensor cores and torch.compile want few, aligned shapes; on CPU padding is only waste.
         # (multiple, limit): within the model's positions, <END>/<START> included.
         self.padding = (8 if device.type == "cuda" or cfg.train.compile else 1, d.max_len + 1)
         self.sample_alpha = cfg.tokenizer.sampling_alpha if isinstance(self.tokenizer, SentencePieceTokenizer) else 0.0
-        if self.sample_alpha > 0:
-            spm.set_random_generator_seed(cfg.seed)  # SentencePiece samples with its own generator
         self.epoch, self.batch_in_epoch = 0, 0  # where the batches handed to training have got to
 
     @property
     def vocab_size(self) -> int:
         return self.tokenizer.vocab_size
 
-    def _batch(self, rows: np.ndarray) -> dict:
-        if self.sample_alpha > 0:  # subword regularization: a fresh segmentation every time
-            src = self.tokenizer.encode_batch(self.train.texts(rows, "src"), self.sample_alpha)
-            tgt = self.tokenizer.encode_batch(self.train.texts(rows, "tgt"), self.sample_alpha)
-            keep = [j for j, (s, t) in enumerate(zip(src, tgt)) if s and t]
-            batch = collate([src[j] for j in keep], [tgt[j] for j in keep], *self.padding)
+    def _sampled(self, rows: np.ndarray, epoch: int, index: int) -> tuple[list, list]:
+        """Subword regularization: a fresh segmentation of each pair, the same for the same batch
+        position. SentencePiece samples from a generator of its own per thread, seeded from a global
+        seed when the thread first samples; so each batch is sampled in a new thread after setting
+        that seed from (seed, rank, epoch, batch), one sentence at a time (a list would be shared out
+        to SentencePiece's own threads in no fixed order). Then `--resume` sees the same batches."""
+        texts = [self.train.texts(rows, "src"), self.train.texts(rows, "tgt")]
+        out: list = []
+
+        def sample():
+            out.extend([self.tokenizer.encode(t, self.sample_alpha) for t in side] for side in texts)
+
+        spm.set_random_generator_seed(int(np.random.SeedSequence([self.seed, self.world.rank, epoch, index]).generate_state(1)[0]))
+        worker = threading.Thread(target=sample, name="mt-subword-sampling")
+        worker.start()
+        worker.join()
+        return out[0], out[1]
+
+    def _batch(self, rows: np.ndarray, epoch: int, index: int) -> dict:
+        if self.sample_alpha > 0:
+            src, tgt = self._sampled(rows, epoch, index)
+            # A sampled segmentation can be longer than the one the length filter saw: keep the pairs
+            # that still fit the model's positions, or the deterministic ones if none does.
+            keep = [j for j, (s, t) in enumerate(zip(src, tgt)) if s and t and max(len(s), len(t)) <= self.max_len]
+            if keep:
+                batch = collate([src[j] for j in keep], [tgt[j] for j in keep], *self.padding)
+            else:
+                batch = collate(*self.train.ids(rows), *self.padding)
         else:
             batch = collate(*self.train.ids(rows), *self.padding)
         if self.device.type == "cuda":  # page-locked, so the copy to the GPU can overlap compute
@@ -135,7 +169,7 @@ class TranslationTask:
             batches = token_batches(self.train.src_lens, self.train.tgt_lens, self.max_tokens, self.seed + epoch)
             batches = shard(batches, self.world.rank, self.world.size)
             for i in range(batch_in_epoch, len(batches)):
-                yield self._batch(batches[i]), epoch, i + 1
+                yield self._batch(batches[i], epoch, i), epoch, i + 1
             epoch, batch_in_epoch = epoch + 1, 0
 
     def train_batches(self) -> Iterator[dict]:

@@ -136,3 +136,14 @@ def test_newstest_from_the_mirror(mirror):
     assert len(load_pairs("newstest", "train", "fr", "en")) == 2051 + 502 + 2525 + 2489 + 3003 + 3003
     with pytest.raises(UserError, match="name the newstest set"):
         load_pairs("newstest", "test", "fr", "en")
+
+
+@pytest.mark.parametrize("lines", [["", "", ""], []], ids=["all empty", "no lines"])
+def test_a_corpus_without_text_says_so_in_one_line(tmp_path, lines):
+    from mt.config import load_config
+    from mt.translation import train_tokenizer
+
+    cfg = load_config("recipes/fr_en.yaml", ["tokenizer.vocab_size=60"])
+    ds = load_pairs(text_spec(tmp_path, lines, lines), "train", "fr", "en")
+    with pytest.raises(UserError, match=r"data.train: .*(every line is empty|hold no pairs)"):
+        train_tokenizer(cfg, ds, tmp_path / "cache")

@@ -56,8 +56,14 @@ def test_resume_ends_where_an_uninterrupted_run_does(toy_text_corpus, tmp_path, 
         assert torch.equal(tensor, b["model"][name]), name
 
 
-def test_translation_resume_continues_the_same_epoch(tmp_path, monkeypatch):
-    """Interrupted mid-epoch, a resumed translation run reaches the uninterrupted run's weights."""
+SUBWORD_SAMPLING = ["tokenizer.kind=sentencepiece", "tokenizer.vocab_size=30", "tokenizer.sampling_alpha=0.5",
+                    "data.max_len=12"]
+
+
+@pytest.mark.parametrize("tokens", [["tokenizer.kind=char"], SUBWORD_SAMPLING], ids=["char", "subword sampling"])
+def test_translation_resume_continues_the_same_epoch(tmp_path, monkeypatch, tokens):
+    """Interrupted mid-epoch, a resumed translation run reaches the uninterrupted run's weights,
+    with subword sampling too (each batch's segmentation is seeded by its position)."""
     from mt.translation import TranslationTask
 
     fr = [f"le chat {i} dort" for i in range(60)]
@@ -67,7 +73,7 @@ def test_translation_resume_continues_the_same_epoch(tmp_path, monkeypatch):
     spec = f"{{path: text, data_files: {{fr: {tmp_path / 'c.fr'}, en: {tmp_path / 'c.en'}}}}}"
     args = ["recipes/fr_en.yaml", f"data.train=[{spec}]", f"data.valid={spec}", "model.enc_layers=1",
             "model.dec_layers=1", "model.d_model=16", "model.n_head=2", "model.d_ff=32", "model.dropout=0.1",
-            "tokenizer.kind=char", "data.max_tokens=120", "train.max_steps=14", "train.eval_every=7",
+            *tokens, "data.max_tokens=120", "train.max_steps=14", "train.eval_every=7",
             "train.warmup_steps=2", "train.device=cpu", "train.max_minutes=null", "train.report=false"]
     train_module.main([*args, f"out_dir={tmp_path / 'straight'}"])
     with monkeypatch.context() as m:
