@@ -41,22 +41,22 @@ def barrier(world: World) -> None:
         td.barrier()
 
 
+def _reduce(world: World, value: float, device: torch.device, op) -> float:
+    if world.size == 1:
+        return value
+    t = torch.tensor(float(value), device=device)
+    td.all_reduce(t, op=op)
+    return t.item()
+
+
 def any_rank(world: World, flag: bool, device: torch.device) -> bool:
     """True on every rank when it is True on any, so that all ranks stop at the same step."""
-    if world.size == 1:
-        return flag
-    t = torch.tensor(float(flag), device=device)
-    td.all_reduce(t, op=td.ReduceOp.MAX)
-    return bool(t.item())
+    return bool(_reduce(world, flag, device, td.ReduceOp.MAX))
 
 
 def total(world: World, value: int, device: torch.device) -> int:
     """The sum of `value` over all ranks."""
-    if world.size == 1:
-        return value
-    t = torch.tensor(float(value), device=device)
-    td.all_reduce(t, op=td.ReduceOp.SUM)
-    return int(t.item())
+    return int(_reduce(world, value, device, td.ReduceOp.SUM))
 
 
 def shutdown(world: World) -> None:
