@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import sentencepiece as spm
 
 from mt.errors import UserError
@@ -71,6 +72,7 @@ class SentencePieceTokenizer:
     def __init__(self, model_proto: bytes):
         self.model_proto = model_proto
         self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        self._piece_scores: np.ndarray | None = None  # unigram log-probabilities, for sampling
 
     @classmethod
     def train(
@@ -100,15 +102,28 @@ class SentencePieceTokenizer:
     def vocab_size(self) -> int:
         return self.sp.get_piece_size()
 
-    def encode(self, text: str, sample_alpha: float = 0.0) -> list[int]:
-        if sample_alpha > 0:
-            return self.sp.encode(text, enable_sampling=True, alpha=sample_alpha, nbest_size=-1)
+    def encode(self, text: str) -> list[int]:
         return self.sp.encode(text)
 
-    def encode_batch(self, texts: list[str], sample_alpha: float = 0.0) -> list[list[int]]:
-        if sample_alpha > 0:
-            return self.sp.encode(texts, enable_sampling=True, alpha=sample_alpha, nbest_size=-1)
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return self.sp.encode(texts)
+
+    def sample_encode_batch(self, texts: list[str], alpha: float, rng: np.random.Generator, nbest: int = 16) -> list[list[int]]:
+        """Subword regularization by l-best sampling (Kudo, 2018): one of each text's `nbest` best
+        unigram segmentations, drawn with probability proportional to P(segmentation) ** alpha from
+        `rng`. SentencePiece's own sampling draws from a generator that no seed makes repeatable
+        from one process to the next; this one resumes exactly."""
+        if self._piece_scores is None:
+            self._piece_scores = np.array([self.sp.get_score(i) for i in range(self.vocab_size)])
+        out = []
+        for candidates in self.sp.nbest_encode_as_ids(texts, nbest_size=nbest):
+            if len(candidates) <= 1:
+                out.append(candidates[0] if candidates else [])
+                continue
+            logp = alpha * np.array([self._piece_scores[c].sum() for c in candidates])
+            p = np.exp(logp - logp.max())
+            out.append(candidates[rng.choice(len(candidates), p=p / p.sum())])
+        return out
 
     def decode(self, ids: Iterable[int]) -> str:
         return self.sp.decode([i for i in ids if i > END])

@@ -26,7 +26,7 @@ from mt.average import average_checkpoints, keep_last_snapshots, snapshot_path, 
 from mt.checkpoint import BEST, LAST, load_checkpoint, save_checkpoint
 from mt.config import Config, load_config, save_config
 from mt.errors import UserError, cli_entry
-from mt.files import RunLock
+from mt.files import RunLock, atomic_write
 from mt.hardware import autocast, inference_precision, pick_device, uses_bf16
 from mt.lm import LanguageModelTask
 from mt.model import build_model
@@ -89,6 +89,23 @@ def _check_resumable(cfg: Config, saved: dict, run_dir: Path) -> None:
                 )
 
 
+def trim_metrics(path: Path, step: int) -> None:
+    """Keep the metrics of evaluations up to `step`: a run killed after logging an evaluation but
+    before its checkpoint evaluates that step again when resumed, and logs it again."""
+    if not path.is_file():
+        return
+    rows = [line for line in path.read_text().splitlines() if line.strip()]
+    kept = []
+    for line in rows:
+        try:
+            if json.loads(line)["step"] <= step:
+                kept.append(line)
+        except (ValueError, KeyError):
+            pass  # a line cut short by the kill
+    if len(kept) != len(rows):
+        atomic_write(path, lambda tmp: Path(tmp).write_text("".join(line + "\n" for line in kept)))
+
+
 def train(cfg: Config, resume: bool = False) -> dict:
     """Train as `cfg` says; return the last evaluation's metrics."""
     world, device = distributed.init(pick_device(cfg.train.device))
@@ -112,9 +129,11 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
     ckpt = load_checkpoint(last_path) if resume else None
     if ckpt:
         _check_resumable(cfg, ckpt["config"], run_dir)
+
     if world.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, run_dir / "config.yaml")
+        trim_metrics(run_dir / "metrics.jsonl", ckpt["step"] if ckpt else 0)  # what a killed run logged past it
 
     torch.manual_seed(cfg.seed)
     # Rank 0 trains the tokenizer and fills the encoding cache; the others then reuse both.
@@ -244,9 +263,9 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
                 if tc.average_last >= 2:
                     save_checkpoint(snapshot_path(run_dir, step), {"model": model.state_dict(), "config": cfg.to_dict(), "step": step})
                     keep_last_snapshots(run_dir, tc.average_last)
-                save_checkpoint(last_path, checkpoint_state())
-                metrics_file.write(json.dumps(metrics) + "\n")
+                metrics_file.write(json.dumps(metrics) + "\n")  # before last.pt: a resume trims what it does not cover
                 metrics_file.flush()
+                save_checkpoint(last_path, checkpoint_state())
                 shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.startswith(("train_", "val_")))
                 bar.write(f"step {step}: {shown}{'  (best)' if improved else ''}", file=sys.stderr)
                 bar.update(step - bar.n)

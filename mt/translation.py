@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,6 @@ from typing import NamedTuple
 import datasets
 import numpy as np
 import sacrebleu
-import sentencepiece as spm
 import torch
 
 from mt import catalog
@@ -129,22 +127,11 @@ class TranslationTask:
         return self.tokenizer.vocab_size
 
     def _sampled(self, rows: np.ndarray, epoch: int, index: int) -> tuple[list, list]:
-        """Subword regularization: a fresh segmentation of each pair, the same for the same batch
-        position. SentencePiece samples from a generator of its own per thread, seeded from a global
-        seed when the thread first samples; so each batch is sampled in a new thread after setting
-        that seed from (seed, rank, epoch, batch), one sentence at a time (a list would be shared out
-        to SentencePiece's own threads in no fixed order). Then `--resume` sees the same batches."""
-        texts = [self.train.texts(rows, "src"), self.train.texts(rows, "tgt")]
-        out: list = []
-
-        def sample():
-            out.extend([self.tokenizer.encode(t, self.sample_alpha) for t in side] for side in texts)
-
-        spm.set_random_generator_seed(int(np.random.SeedSequence([self.seed, self.world.rank, epoch, index]).generate_state(1)[0]))
-        worker = threading.Thread(target=sample, name="mt-subword-sampling")
-        worker.start()
-        worker.join()
-        return out[0], out[1]
+        """Subword regularization: a fresh segmentation of each pair, drawn from a generator seeded
+        by (seed, rank, epoch, batch), so `--resume` sees the very batches an uninterrupted run does."""
+        rng = np.random.default_rng([self.seed, self.world.rank, epoch, index])
+        return tuple(self.tokenizer.sample_encode_batch(self.train.texts(rows, side), self.sample_alpha, rng)
+                     for side in ("src", "tgt"))
 
     def _batch(self, rows: np.ndarray, epoch: int, index: int) -> dict:
         if self.sample_alpha > 0:

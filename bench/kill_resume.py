@@ -1,0 +1,134 @@
+"""Kill training with SIGKILL at random moments, resume it until it finishes, and check that the
+final weights, optimizer state, data position and metrics equal an uninterrupted run's, bit for bit.
+
+    python bench/kill_resume.py --task lm --kills 20
+    python bench/kill_resume.py --task translation --kills 20
+    python bench/kill_resume.py --task sampling --kills 20      # translation with subword sampling
+
+Each kill lands wherever the run happens to be: in a step, in an evaluation, in a checkpoint write,
+or while starting up. Tiny models on synthetic data in a temporary folder; CPU, a few minutes.
+Exits 1 and says what differs when the runs do not match.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+from mt.checkpoint import load_checkpoint  # noqa: E402
+
+COMMON = ["train.device=cpu", "train.precision=fp32", "train.max_minutes=null", "train.log_every=1", "train.report=false",
+          "train.warmup_steps=3", "model.dropout=0.1", "model.n_head=2", "model.d_model=16"]
+TIMING = {"elapsed_s", "tokens_per_s"}
+
+
+def task_args(task: str, folder: Path) -> list[str]:
+    rng = random.Random(0)
+    if task == "lm":
+        (folder / "text.txt").write_text("".join(rng.choice("abcdefgh ijklmn\nopqrstu") for _ in range(20_000)))
+        return ["recipes/shakespeare_char.yaml", *COMMON, f"data.corpus={folder / 'text.txt'}", "model.n_layer=1",
+                "data.block_size=16", "train.batch_size=8", "train.max_steps=60", "train.eval_every=3",
+                "train.eval_batches=4"]
+    words = ["chat", "chien", "noir", "blanc", "petit", "grand", "dort", "mange", "court", "vite"]
+    fr = [" ".join(rng.choice(words) for _ in range(rng.randint(2, 9))) for _ in range(300)]
+    (folder / "c.fr").write_text("\n".join(fr) + "\n")
+    (folder / "c.en").write_text("\n".join(line.upper() for line in fr) + "\n")
+    spec = f"{{path: text, data_files: {{fr: {folder / 'c.fr'}, en: {folder / 'c.en'}}}}}"
+    tokens = (["tokenizer.kind=sentencepiece", "tokenizer.vocab_size=40", "tokenizer.sampling_alpha=0.3"] if task == "sampling"
+              else ["tokenizer.kind=char"])
+    return ["recipes/fr_en.yaml", *COMMON, *tokens, f"data.train=[{spec}]", f"data.valid={spec}", "model.enc_layers=1",
+            "model.dec_layers=1", "model.d_ff=32", "data.max_tokens=200", "data.max_len=40", "train.max_steps=100",
+            "train.eval_every=4"]
+
+
+def start(args: list[str], out: Path, env: dict) -> subprocess.Popen:
+    resume = ["--resume"] if (out / "last.pt").is_file() else []
+    return subprocess.Popen([sys.executable, "-m", "mt.train", *args, f"out_dir={out}", *resume], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def run_killed(args: list[str], out: Path, kills: int, longest: float, env: dict, rng: random.Random) -> int:
+    """Start, kill at a random moment, resume, ... `kills` times; then resume to the end. Returns
+    how many kills landed before their run finished."""
+    landed = 0
+    for _ in range(kills):
+        proc = start(args, out, env)
+        try:
+            proc.wait(timeout=rng.uniform(0.3, longest))
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            landed += 1
+            continue
+        if proc.returncode != 0:
+            raise SystemExit(f"a run between kills failed:\n{proc.stderr.read()[-2000:]}")
+        if not (out / "last.pt").is_file() or load_checkpoint(out / "last.pt")["step"] >= int(_arg(args, "train.max_steps")):
+            break
+    proc = start(args, out, env)
+    if proc.wait() != 0:
+        raise SystemExit(f"the final resume failed:\n{proc.stderr.read()[-2000:]}")
+    return landed
+
+
+def _arg(args: list[str], key: str) -> str:
+    return next(a.split("=", 1)[1] for a in args if a.startswith(key + "="))
+
+
+def differences(a: Path, b: Path) -> list[str]:
+    ca, cb = load_checkpoint(a / "last.pt"), load_checkpoint(b / "last.pt")
+    found = [f"step {ca['step']} != {cb['step']}"] if ca["step"] != cb["step"] else []
+    found += [f"weights {k}" for k in ca["model"] if not torch.equal(ca["model"][k], cb["model"][k])]
+    for (ka, va), (kb, vb) in zip(ca["optimizer"]["state"].items(), cb["optimizer"]["state"].items()):
+        found += [f"optimizer state {ka}.{n}" for n in va if not torch.equal(va[n], vb[n])]
+    if ca["task"].keys() != cb["task"].keys() or any(
+            not torch.equal(v, cb["task"][k]) if torch.is_tensor(v) else v != cb["task"][k] for k, v in ca["task"].items()):
+        found.append("data position / task state")
+
+    def rows(run):
+        lines = (run / "metrics.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in lines]
+
+    if rows(a) != rows(b):
+        found.append(f"metrics: {len(rows(a))} rows against {len(rows(b))}, or values differ")
+    return found
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--task", choices=["lm", "translation", "sampling"], default="lm")
+    p.add_argument("--kills", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0, help="where the kills land")
+    args = p.parse_args(argv)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        env["MT_DATA_DIR"] = str(folder / "data")
+        train_args = task_args(args.task, folder)
+        began = time.monotonic()
+        straight = start(train_args, folder / "straight", env)
+        if straight.wait() != 0:
+            raise SystemExit(f"the uninterrupted run failed:\n{straight.stderr.read()[-2000:]}")
+        longest = time.monotonic() - began
+        landed = run_killed(train_args, folder / "killed", args.kills, longest, env, random.Random(args.seed))
+        found = differences(folder / "straight", folder / "killed")
+    verdict = "identical" if not found else "DIFFERENT: " + "; ".join(found[:5])
+    print(f"{args.task}: {landed} of {args.kills} kills landed before their run ended; "
+          f"final state {verdict} to the uninterrupted run ({longest:.1f} s)")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
