@@ -15,6 +15,7 @@ import json
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -119,9 +120,41 @@ def train(cfg: Config, resume: bool = False) -> dict:
         distributed.shutdown(world)
 
 
-def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.device) -> dict:
-    run_dir, tc = cfg.run_dir, cfg.train
-    last_path = run_dir / LAST
+@dataclass
+class RunState:
+    """Where a run has got to: saved in last.pt, restored by --resume."""
+
+    step: int = 0
+    elapsed_s: float = 0.0  # training time spent before this process took over
+    best: float | None = None  # the best validation score so far
+    bad_evals: int = 0  # evaluations since it last improved
+
+
+class Meter:
+    """Tokens and training losses since the last reset: tokens/s and the mean loss. The losses stay
+    on the device, so reading them (a sync) happens only when asked."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.reset()
+
+    def reset(self) -> None:
+        self.tokens, self.losses, self.started = 0, 0, time.monotonic()
+        self.loss_sum = torch.zeros((), device=self.device)
+
+    def add(self, loss: torch.Tensor, tokens: int) -> None:
+        self.loss_sum, self.losses, self.tokens = self.loss_sum + loss, self.losses + 1, self.tokens + tokens
+
+    def tokens_per_s(self) -> float:
+        return self.tokens / max(time.monotonic() - self.started, 1e-9)
+
+    def mean_loss(self) -> float:
+        return self.loss_sum.item() / max(self.losses, 1)
+
+
+def _open_run(cfg: Config, resume: bool, world: distributed.World) -> dict | None:
+    """Check the run directory against `--resume`; return the checkpoint to resume from, if any."""
+    run_dir, last_path = cfg.run_dir, cfg.run_dir / LAST
     if resume and not last_path.is_file():
         raise UserError(f"--resume: {last_path} does not exist; start the run without --resume")
     if not resume and last_path.is_file():
@@ -129,167 +162,202 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
     ckpt = load_checkpoint(last_path) if resume else None
     if ckpt:
         _check_resumable(cfg, ckpt["config"], run_dir)
-
     if world.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, run_dir / "config.yaml")
         trim_metrics(run_dir / "metrics.jsonl", ckpt["step"] if ckpt else 0)  # what a killed run logged past it
+    return ckpt
 
+
+def _build(cfg: Config, world: distributed.World, device: torch.device, resume: bool, ckpt: dict | None):
+    """Task, model, optimizer and run state, restored from `ckpt` when resuming."""
     torch.manual_seed(cfg.seed)
     # Rank 0 trains the tokenizer and fills the encoding cache; the others then reuse both.
-    task = build_task(cfg, run_dir, device, resume, world) if world.is_main else None
+    task = build_task(cfg, cfg.run_dir, device, resume, world) if world.is_main else None
     distributed.barrier(world)
-    task = task or build_task(cfg, run_dir, device, True, world)
+    task = task or build_task(cfg, cfg.run_dir, device, True, world)
     model = build_model(cfg, task.vocab_size).to(device)  # the same start on every rank (DDP broadcasts it too)
-    optimizer = make_optimizer(model, tc)
+    optimizer = make_optimizer(model, cfg.train)
     if world.size > 1:  # each rank its own dropout masks
         torch.manual_seed(cfg.seed + 1_000_003 * world.rank)
-    step, elapsed_before, best, bad_evals = 0, 0.0, None, 0
-    if ckpt:
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        task.load_state_dict(ckpt["task"])
-        step, elapsed_before = ckpt["step"], ckpt["elapsed_s"]
-        if world.size == 1:
-            torch.set_rng_state(ckpt["rng"]["torch"])
-            if device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
-                torch.cuda.set_rng_state(ckpt["rng"]["cuda"])
-        else:  # the checkpoint holds rank 0's generator only: every rank reseeds its own
-            torch.manual_seed(cfg.seed + 1_000_003 * world.rank + step)
-        best, bad_evals = ckpt["best"], ckpt["bad_evals"]
-    # Train through the compiled (and DDP-wrapped) module; save the plain one, so checkpoints
-    # carry no prefixes and load in a single process.
-    train_model = torch.compile(model) if tc.compile else model
-    if world.size > 1:
-        train_model = DistributedDataParallel(train_model, device_ids=[device.index] if device.type == "cuda" else None)
-    precision = autocast(device, tc.precision)
-    eval_precision = autocast(device, inference_precision(device) if device.type == "cpu" else tc.precision)
-    log = print if world.is_main else (lambda *a, **k: None)
-    n_params = sum(p.numel() for p in model.parameters())
-    block = f", recipe's {cfg.device_block} block applied" if cfg.device_block else ""
-    log(f"{cfg.name}: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, vocab {task.vocab_size}, on {device}"
-        + (f" x {world.size} processes" if world.size > 1 else "")
-        + f", {'bf16' if uses_bf16(device, tc.precision) else 'fp32'}{block}", file=sys.stderr)
+    if not ckpt:
+        return task, model, optimizer, RunState()
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    task.load_state_dict(ckpt["task"])
+    state = RunState(ckpt["step"], ckpt["elapsed_s"], ckpt["best"], ckpt["bad_evals"])
+    if world.size == 1:
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        if device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
+            torch.cuda.set_rng_state(ckpt["rng"]["cuda"])
+    else:  # the checkpoint holds rank 0's generator only: every rank reseeds its own
+        torch.manual_seed(cfg.seed + 1_000_003 * world.rank + state.step)
+    return task, model, optimizer, state
 
-    t_start = time.monotonic()
 
-    def elapsed() -> float:
-        return elapsed_before + time.monotonic() - t_start
+def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.device) -> dict:
+    ckpt = _open_run(cfg, resume, world)
+    task, model, optimizer, state = _build(cfg, world, device, resume, ckpt)
+    trainer = Trainer(cfg, world, device, task, model, optimizer, state)
+    metrics, interrupted = trainer.run()
+    log = trainer.log
+    if world.is_main and not interrupted and cfg.train.average_last >= 2:
+        state.best = average_into_best(model, task, trainer.eval_precision, cfg, state.best,
+                                       metrics_path=cfg.run_dir / "metrics.jsonl") or state.best
+    if state.best is not None:
+        log(f"done: step {state.step}, best {task.best_metric} {state.best:.4f}, run directory {cfg.run_dir}", file=sys.stderr)
+    if world.is_main and cfg.train.report and (cfg.run_dir / BEST).is_file():
+        report(cfg, cfg.run_dir, device)
+    if interrupted:
+        raise SystemExit(130)
+    return metrics
 
-    def checkpoint_state() -> dict:
+
+class Trainer:
+    """The step loop: for each step train, maybe log, maybe evaluate and save, maybe stop."""
+
+    def __init__(self, cfg: Config, world: distributed.World, device: torch.device, task, model, optimizer, state: RunState):
+        self.cfg, self.tc, self.world, self.device = cfg, cfg.train, world, device
+        self.task, self.model, self.optimizer, self.state = task, model, optimizer, state
+        # Train through the compiled (and DDP-wrapped) module; save the plain one, so checkpoints
+        # carry no prefixes and load in a single process.
+        self.train_model = torch.compile(model) if self.tc.compile else model
+        if world.size > 1:
+            self.train_model = DistributedDataParallel(self.train_model, device_ids=[device.index] if device.type == "cuda" else None)
+        self.precision = autocast(device, self.tc.precision)
+        self.eval_precision = autocast(device, inference_precision(device) if device.type == "cpu" else self.tc.precision)
+        self.log = print if world.is_main else (lambda *a, **k: None)
+        self.budget_s = self.tc.max_minutes * 60 if self.tc.max_minutes else float("inf")
+        n_params = sum(p.numel() for p in model.parameters())
+        block = f", recipe's {cfg.device_block} block applied" if cfg.device_block else ""
+        self.log(f"{cfg.name}: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, vocab {task.vocab_size}, on {device}"
+                 + (f" x {world.size} processes" if world.size > 1 else "")
+                 + f", {'bf16' if uses_bf16(device, self.tc.precision) else 'fp32'}{block}", file=sys.stderr)
+        self.started = time.monotonic()
+
+    def elapsed(self) -> float:
+        return self.state.elapsed_s + time.monotonic() - self.started
+
+    def checkpoint_state(self) -> dict:
+        s, cuda = self.state, self.device.type == "cuda"
         return {
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "task": task.state_dict(),
-            "rng": {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if device.type == "cuda" else None},
-            "step": step, "elapsed_s": elapsed(), "best": best, "bad_evals": bad_evals, "config": cfg.to_dict(),
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "task": self.task.state_dict(),
+            "rng": {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if cuda else None},
+            "step": s.step, "elapsed_s": self.elapsed(), "best": s.best, "bad_evals": s.bad_evals, "config": self.cfg.to_dict(),
         }
 
-    def train_step(batches) -> tuple[torch.Tensor, int]:
+    def train_step(self, batches) -> tuple[torch.Tensor, int]:
         """One optimizer step over `train.grad_accum` micro-batches; gradients are all-reduced once.
         Each micro-batch's mean loss weighs by its share of the step's tokens (over all ranks), so
         the gradient is the mean over every target token whatever the batches' sizes."""
+        tc, world = self.tc, self.world
         micro_batches = [next(batches) for _ in range(tc.grad_accum)]
-        counts = [task.batch_tokens(b) for b in micro_batches]
-        all_tokens = distributed.total(world, sum(counts), device) if tc.grad_accum > 1 else sum(counts) * world.size
-        loss_total = torch.zeros((), device=device)
+        counts = [self.task.batch_tokens(b) for b in micro_batches]
+        all_tokens = distributed.total(world, sum(counts), self.device) if tc.grad_accum > 1 else sum(counts) * world.size
+        loss_total = torch.zeros((), device=self.device)
         for micro, (batch, n) in enumerate(zip(micro_batches, counts)):
             last_micro = micro == tc.grad_accum - 1
-            sync = train_model.no_sync() if world.size > 1 and not last_micro else contextlib.nullcontext()
+            sync = self.train_model.no_sync() if world.size > 1 and not last_micro else contextlib.nullcontext()
             with sync:
-                with precision:
-                    loss = task.loss(train_model, batch, tc.label_smoothing)
+                with self.precision:
+                    loss = self.task.loss(self.train_model, batch, tc.label_smoothing)
                 weight = n * world.size / all_tokens if tc.grad_accum > 1 else 1.0  # DDP averages over ranks
                 (loss * weight).backward()
             loss_total += loss.detach() * (n / sum(counts))
         if tc.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
         return loss_total, all_tokens
 
-    budget_s = tc.max_minutes * 60 if tc.max_minutes else float("inf")
-    metrics: dict = {}
-    tokens_since_eval, t_eval = 0, time.monotonic()
-    loss_sum, losses = torch.zeros((), device=device), 0  # summed on the device: no sync until evaluation
-    tokens_since_log, t_log = 0, time.monotonic()
-    first_step, interrupted = step, False
-    bar = tqdm(total=tc.max_steps, initial=step, unit="step", dynamic_ncols=True, file=sys.stderr, disable=not world.is_main)
-    # The batch stream is closed on the way out, which stops and joins its prefetch thread.
-    with StopFlag() as stop, contextlib.closing(task.train_batches()) as batches, \
-            open(run_dir / "metrics.jsonl", "a") if world.is_main else contextlib.nullcontext() as metrics_file:
-        model.train()
-        while step < tc.max_steps:
-            lr = lr_at(step, tc, elapsed() / budget_s)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            loss, n_tokens = train_step(batches)
-            step += 1
-            loss_sum, losses = loss_sum + loss, losses + 1
-            tokens_since_eval += n_tokens
-            tokens_since_log += n_tokens
+    def evaluate_and_save(self, lr: float, since_eval: Meter, metrics_file) -> tuple[dict, bool]:
+        """Rank 0: validate, keep best/snapshot/last, log a metrics row. Returns (metrics, improved)."""
+        s, tc, run_dir = self.state, self.tc, self.cfg.run_dir
+        tokens_per_s = since_eval.tokens_per_s()
+        self.model.eval()
+        metrics = {"step": s.step, "train_loss": since_eval.mean_loss(), **self.task.evaluate(self.model, self.eval_precision),
+                   "lr": lr, "tokens_per_s": round(tokens_per_s, 1), "elapsed_s": round(self.elapsed(), 2)}
+        self.model.train()
+        score = metrics[self.task.best_metric]
+        improved = s.best is None or (score > s.best if self.task.higher_is_better else score < s.best)
+        weights = {"model": self.model.state_dict(), "config": self.cfg.to_dict(), "step": s.step}
+        if improved:
+            s.best, s.bad_evals = score, 0
+            save_checkpoint(run_dir / BEST, {**weights, **metrics})
+        else:
+            s.bad_evals += 1
+        if tc.average_last >= 2:
+            save_checkpoint(snapshot_path(run_dir, s.step), weights)
+            keep_last_snapshots(run_dir, tc.average_last)
+        metrics_file.write(json.dumps(metrics) + "\n")  # before last.pt: a resume trims what it does not cover
+        metrics_file.flush()
+        save_checkpoint(run_dir / LAST, self.checkpoint_state())
+        return metrics, improved
 
-            if step % tc.log_every == 0:
-                now = time.monotonic()
-                bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{tokens_since_log / (now - t_log):,.0f}", refresh=False)
-                bar.total = expected_last_step(step, first_step, now - t_start, budget_s - elapsed(), tc.max_steps)
-                bar.update(step - bar.n)
-                tokens_since_log, t_log = 0, now
-            eval_step = step % tc.eval_every == 0 or step == tc.max_steps
-            # Ranks must agree on stopping; they compare notes where a sync happens anyway.
-            decide = world.size == 1 or step % tc.log_every == 0 or eval_step
-            interrupted = decide and distributed.any_rank(world, stop.requested, device)
-            out_of_time = decide and distributed.any_rank(world, elapsed() >= budget_s, device)
-            if interrupted:  # save at once: an evaluation could take minutes
+    def run(self) -> tuple[dict, bool]:
+        """Train until a stop; returns the last evaluation's metrics and whether Ctrl-C stopped it."""
+        s, tc, world, device = self.state, self.tc, self.world, self.device
+        metrics, first_step = {}, s.step
+        since_eval, since_log = Meter(device), Meter(device)
+        bar = tqdm(total=tc.max_steps, initial=s.step, unit="step", dynamic_ncols=True, file=sys.stderr, disable=not world.is_main)
+        # The batch stream is closed on the way out, which stops and joins its prefetch thread.
+        with StopFlag() as stop, contextlib.closing(self.task.train_batches()) as batches, \
+                open(self.cfg.run_dir / "metrics.jsonl", "a") if world.is_main else contextlib.nullcontext() as metrics_file:
+            self.model.train()
+            while s.step < tc.max_steps:
+                lr = lr_at(s.step, tc, self.elapsed() / self.budget_s)
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr
+                loss, n_tokens = self.train_step(batches)
+                s.step += 1
+                since_eval.add(loss, n_tokens)
+                since_log.add(loss, n_tokens)
+                if s.step % tc.log_every == 0:
+                    bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{since_log.tokens_per_s():,.0f}", refresh=False)
+                    bar.total = expected_last_step(s.step, first_step, time.monotonic() - self.started,
+                                                   self.budget_s - self.elapsed(), tc.max_steps)
+                    bar.update(s.step - bar.n)
+                    since_log.reset()
+                stop_now = self._stop_reason(stop, bar)
+                if stop_now == "interrupted":
+                    return metrics, True
+                eval_step = s.step % tc.eval_every == 0 or s.step == tc.max_steps
+                if not (eval_step or stop_now):
+                    continue
+                early_stop = False
                 if world.is_main:
-                    save_checkpoint(last_path, checkpoint_state())
-                bar.close()
-                log(f"interrupted at step {step}; saved {last_path}; continue with --resume", file=sys.stderr)
-                break
-            if not (eval_step or out_of_time):
-                continue
-            early_stop = False
+                    metrics, improved = self.evaluate_and_save(lr, since_eval, metrics_file)
+                    shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.startswith(("train_", "val_")))
+                    bar.write(f"step {s.step}: {shown}{'  (best)' if improved else ''}", file=sys.stderr)
+                    bar.update(s.step - bar.n)
+                    early_stop = tc.patience is not None and s.bad_evals >= tc.patience
+                if distributed.any_rank(world, early_stop, device):
+                    self.log(f"stopping early: no improvement in {tc.patience} evaluations", file=sys.stderr)
+                    break
+                since_eval.reset()
+                since_log.reset()  # evaluation time is not training time
+                if stop_now:
+                    self.log(f"stopping: train.max_minutes ({tc.max_minutes}) spent", file=sys.stderr)
+                    break
+            bar.close()
+        return metrics, False
+
+    def _stop_reason(self, stop: StopFlag, bar) -> str | None:
+        """'interrupted' (Ctrl-C; last.pt saved at once, as an evaluation could take minutes),
+        'out of time', or None. Ranks agree on stopping, comparing notes where a sync happens anyway."""
+        s, tc, world = self.state, self.tc, self.world
+        decide = world.size == 1 or s.step % tc.log_every == 0 or s.step % tc.eval_every == 0 or s.step == tc.max_steps
+        if not decide:
+            return None
+        if distributed.any_rank(world, stop.requested, self.device):
             if world.is_main:
-                tokens_per_s = tokens_since_eval / (time.monotonic() - t_eval)
-                model.eval()
-                metrics = {"step": step, "train_loss": loss_sum.item() / losses, **task.evaluate(model, eval_precision),
-                           "lr": lr, "tokens_per_s": round(tokens_per_s, 1), "elapsed_s": round(elapsed(), 2)}
-                model.train()
-                score = metrics[task.best_metric]
-                improved = best is None or (score > best if task.higher_is_better else score < best)
-                if improved:
-                    best, bad_evals = score, 0
-                    save_checkpoint(run_dir / BEST, {"model": model.state_dict(), "config": cfg.to_dict(), "step": step, **metrics})
-                else:
-                    bad_evals += 1
-                if tc.average_last >= 2:
-                    save_checkpoint(snapshot_path(run_dir, step), {"model": model.state_dict(), "config": cfg.to_dict(), "step": step})
-                    keep_last_snapshots(run_dir, tc.average_last)
-                metrics_file.write(json.dumps(metrics) + "\n")  # before last.pt: a resume trims what it does not cover
-                metrics_file.flush()
-                save_checkpoint(last_path, checkpoint_state())
-                shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.startswith(("train_", "val_")))
-                bar.write(f"step {step}: {shown}{'  (best)' if improved else ''}", file=sys.stderr)
-                bar.update(step - bar.n)
-                early_stop = tc.patience is not None and bad_evals >= tc.patience
-            early_stop = distributed.any_rank(world, early_stop, device)
-            tokens_since_eval, t_eval = 0, time.monotonic()
-            loss_sum, losses = torch.zeros((), device=device), 0
-            tokens_since_log, t_log = 0, time.monotonic()  # evaluation time is not training time
-            if early_stop:
-                log(f"stopping early: no improvement in {tc.patience} evaluations", file=sys.stderr)
-                break
-            if out_of_time:
-                log(f"stopping: train.max_minutes ({tc.max_minutes}) spent", file=sys.stderr)
-                break
-        bar.close()
-    if world.is_main and not interrupted and tc.average_last >= 2:
-        best = average_into_best(model, task, eval_precision, cfg, best, metrics_path=run_dir / "metrics.jsonl") or best
-    if best is not None:
-        log(f"done: step {step}, best {task.best_metric} {best:.4f}, run directory {run_dir}", file=sys.stderr)
-    if world.is_main and tc.report and (run_dir / BEST).is_file():
-        report(cfg, run_dir, device)
-    if interrupted:
-        raise SystemExit(130)
-    return metrics
+                save_checkpoint(self.cfg.run_dir / LAST, self.checkpoint_state())
+            bar.close()
+            self.log(f"interrupted at step {s.step}; saved {self.cfg.run_dir / LAST}; continue with --resume", file=sys.stderr)
+            return "interrupted"
+        if distributed.any_rank(world, self.elapsed() >= self.budget_s, self.device):
+            return "out of time"
+        return None
 
 
 def report(cfg: Config, run_dir: Path, device: torch.device) -> None:
