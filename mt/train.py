@@ -33,6 +33,7 @@ from mt.lm import LanguageModelTask
 from mt.model import build_model
 from mt.optim import lr_at, make_optimizer
 from mt.report import language_model_report, translation_report
+from mt.task import Task
 
 # Recipe sections that must not change when a run is resumed (train.* and decode.* may), and
 # the keys in them that may: they change how fast the data is prepared, not what it is.
@@ -40,7 +41,7 @@ FROZEN_ON_RESUME = ("data", "tokenizer", "model")
 FREE_ON_RESUME = {"data.num_proc"}
 
 
-def build_task(cfg: Config, run_dir: Path, device: torch.device, reuse_tokenizer: bool, world: distributed.World):
+def build_task(cfg: Config, run_dir: Path, device: torch.device, reuse_tokenizer: bool, world: distributed.World) -> Task:
     if cfg.model.arch == "transformer":
         from mt.translation import TranslationTask  # imports `datasets`, slow to load
 
@@ -216,7 +217,8 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
 class Trainer:
     """The step loop: for each step train, maybe log, maybe evaluate and save, maybe stop."""
 
-    def __init__(self, cfg: Config, world: distributed.World, device: torch.device, task, model, optimizer, state: RunState):
+    def __init__(self, cfg: Config, world: distributed.World, device: torch.device, task: Task, model, optimizer,
+                 state: RunState):
         self.cfg, self.tc, self.world, self.device = cfg, cfg.train, world, device
         self.task, self.model, self.optimizer, self.state = task, model, optimizer, state
         # Train through the compiled (and DDP-wrapped) module; save the plain one, so checkpoints

@@ -214,3 +214,18 @@ def test_language_model_trains_on_a_users_text_file(tmp_path, monkeypatch, capsy
     with pytest.raises(SystemExit):
         run_train(tmp_path / "bad_run", f"data.corpus={bad}")
     assert "bad.txt line 2: invalid UTF-8" in capsys.readouterr().err
+
+
+def test_both_tasks_implement_the_task_protocol():
+    import inspect
+
+    from mt.task import Task
+    from mt.translation import TranslationTask
+
+    wanted = {name for name, _ in inspect.getmembers(Task) if not name.startswith("_")} | {"best_metric", "higher_is_better"}
+    for task in (TranslationTask, LanguageModelTask):
+        missing = {name for name in wanted if not hasattr(task, name)}
+        assert not missing, (task.__name__, missing)
+        for name in ("loss", "evaluate", "batch_tokens", "load_state_dict"):
+            assert list(inspect.signature(getattr(task, name)).parameters)[:2] == \
+                list(inspect.signature(getattr(Task, name)).parameters)[:2], (task.__name__, name)
