@@ -1,75 +1,80 @@
-"""Benchmark translation decoding: sentences/s and target tokens/s for greedy and beam search, at
-several batch sizes, with and without the KV cache, and the BLEU of each output.
+"""Decoding speed side by side: mt (fp32 and int8) against CTranslate2 (int8) on the same trained
+weights and the same test set, greedy and beam 5, measured back to back in one run.
 
-    python bench/decode.py --model runs/fr_en_cpu             # Multi30k test_2016_flickr, 1000 sentences
-    python bench/decode.py --model runs/fr_en_cpu --long      # sentences joined in threes: 30+ token outputs
-    python bench/decode.py --model runs/fr_en_cpu --quick     # 100 sentences, fewer settings
-    python bench/decode.py --model runs/fr_en_cpu --quantize int8
+    pip install "mt[ctranslate2]"
+    python bench/decode.py --model runs/fr_en                  # Multi30k test_2016_flickr, 1,000 sentences
+    python bench/decode.py --model runs/fr_en --repeat 3       # best of three timings per row
 
-Writes bench/results/decode[-long].json. Needs the corpus (downloaded, or MT_DATA_MIRROR).
+Prints seconds, sentences/s, BLEU and the ratio to CTranslate2 int8 for each row, and writes
+bench/results/decode.json. Needs the corpus (downloaded, or MT_DATA_MIRROR).
 """
 
 import argparse
 import json
-import resource
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import sacrebleu
 import torch
 
+from mt.ctranslate2_engine import CTranslate2Translator, export
 from mt.hardware import describe
+from mt.options import DecodeOptions
 from mt.parallel_data import columns, load_pairs
 from mt.translator import Translator
+
+
+def timed(translator, src, options, batch_size, repeat):
+    best, hyp = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        hyp = translator.translate(src, options, batch_size=batch_size)
+        best = min(best, time.perf_counter() - start)
+    return best, hyp
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="runs/fr_en")
     p.add_argument("--test", default="multi30k:test_2016_flickr")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--long", action="store_true", help="join consecutive sentences in threes")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--quantize", choices=["int8"], help="int8 dynamic quantization (CPU)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--repeat", type=int, default=1, help="time each row this many times and keep the fastest")
+    p.add_argument("--limit", type=int, help="only the first N sentences")
     args = p.parse_args()
-    translator = Translator.load(args.model, args.device, args.quantize)
-    cfg = translator.cfg
+    base = Translator.load(args.model, "cpu")
+    cfg = base.cfg
     src, ref = columns(load_pairs(args.test, "test", cfg.data.src_lang, cfg.data.tgt_lang), "src", "tgt")
-    if args.long:
-        src = [" ".join(src[i : i + 3]) for i in range(0, len(src) - 2, 3)]
-        ref = [" ".join(ref[i : i + 3]) for i in range(0, len(ref) - 2, 3)]
-    settings = [(1, 64, True), (1, 64, False), (5, 64, True), (5, 64, False), (1, 1, True), (1, 16, True), (5, 16, True)]
-    if args.quick:
-        src, ref = src[:100], ref[:100]
-        settings = settings[:4]
-    device = describe(torch.device(args.device))
-    rows = []
-    for beam, batch_size, cache in settings:
-        if args.device == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        start = time.perf_counter()
-        hyp = translator.translate(src, beam=beam, batch_size=batch_size, use_cache=cache)
-        if args.device == "cuda":
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
-        tokens = sum(len(ids) + 1 for ids in translator.tokenizer.encode_batch(hyp))  # + <END>
-        row = {
-            "decoding": "greedy" if beam == 1 else f"beam{beam}", "batch_size": batch_size, "kv_cache": cache,
-            "sentences": len(src), "seconds": round(seconds, 2), "sentences_per_s": round(len(src) / seconds, 1),
-            "tokens_per_s": round(tokens / seconds, 1), "mean_output_tokens": round(tokens / len(src), 1),
-            "bleu": round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2),
-            "peak_memory_mb": round((torch.cuda.max_memory_allocated() if args.device == "cuda" else
-                                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2**20),
-        }
-        rows.append(row)
-        print(f"{row['decoding']:>6}  batch {batch_size:>3}  cache {'yes' if cache else 'no ':3}  "
-              f"{row['seconds']:7.1f} s  {row['sentences_per_s']:7.1f} sent/s  {row['tokens_per_s']:8.1f} tok/s  "
-              f"BLEU {row['bleu']:5.2f}", file=sys.stderr)
-    out = Path("bench/results") / f"decode{'-long' if args.long else ''}{'-' + args.quantize if args.quantize else ''}.json"
+    src, ref = src[: args.limit], ref[: args.limit]
+    engines = {"mt fp32": base, "mt int8": Translator.load(args.model, "cpu", "int8")}
+    with tempfile.TemporaryDirectory() as tmp:
+        export(args.model, Path(tmp) / "int8", "int8")
+        engines["CTranslate2 int8"] = CTranslate2Translator(Path(tmp) / "int8")
+        rows = []
+        for beam in (1, 5):
+            options = DecodeOptions(beam=beam, length_penalty=cfg.decode.length_penalty)
+            for name, translator in engines.items():
+                seconds, hyp = timed(translator, src, options, args.batch_size, args.repeat)
+                rows.append({"engine": name, "decoding": options.name, "seconds": round(seconds, 2),
+                             "sentences_per_s": round(len(src) / seconds, 1),
+                             "bleu": round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2)})
+                print(f"{name:<17} {options.name:<7} {seconds:7.2f} s", file=sys.stderr)
+    for row in rows:
+        peer = next(r for r in rows if r["engine"] == "CTranslate2 int8" and r["decoding"] == row["decoding"])
+        row["vs_ctranslate2_int8"] = round(row["seconds"] / peer["seconds"], 2)
+    print(f"\n{len(src)} sentences of {args.test}, batch {args.batch_size}, {describe(torch.device('cpu'))}")
+    print(f"{'engine':<18}{'decoding':<9}{'seconds':>9}{'sent/s':>9}{'BLEU':>7}{'x CT2 int8':>12}")
+    for r in rows:
+        print(f"{r['engine']:<18}{r['decoding']:<9}{r['seconds']:>9.2f}{r['sentences_per_s']:>9.1f}{r['bleu']:>7.2f}"
+              f"{r['vs_ctranslate2_int8']:>12.2f}")
+    out = Path("bench/results/decode.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"model": args.model, "test": args.test, "device": device, "quantize": args.quantize, "rows": rows}, indent=2))
+    import ctranslate2
+
+    out.write_text(json.dumps({"model": args.model, "test": args.test, "sentences": len(src), "batch_size": args.batch_size,
+                               "cpu": describe(torch.device("cpu")), "torch": torch.__version__,
+                               "ctranslate2": ctranslate2.__version__, "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

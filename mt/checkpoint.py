@@ -59,5 +59,9 @@ def load_run(run_dir: str | Path, device: torch.device | str = "cpu", missing_hi
     cfg: Config = config_from_dict(state["config"], str(path))
     tokenizer: Tokenizer = load_tokenizer(run_dir)
     model = build_model(cfg, tokenizer.vocab_size)
-    model.load_state_dict(state["model"])
+    try:
+        model.load_state_dict(state["model"])
+    except (RuntimeError, KeyError) as e:
+        raise UserError(f"{path} does not fit the model its config and {run_dir}'s tokenizer describe "
+                        f"({str(e).splitlines()[-1].strip()[:160]}); was a file of the run replaced?") from None
     return cfg, tokenizer, model.to(device).eval()

@@ -23,6 +23,7 @@ from typing import Any, Literal, Union
 import yaml
 
 from mt.errors import UserError
+from mt.options import DecodeOptions
 
 # A corpus is a catalog name ("multi30k", "multi30k:test_2017_flickr") or a mapping handed to
 # `datasets.load_dataset` (see mt/parallel_data.py).
@@ -91,12 +92,7 @@ class TrainConfig:
     compile: bool = False
     average_last: int = 0  # >= 2: keep the last N evaluations' weights and average them when training stops
     report: bool = True  # at the end: score best on the test sets, translate the demo, write results.json
-
-
-@dataclass
-class DecodeConfig:
-    beam: int = 5
-    length_penalty: float = 1.0
+    tensorboard: bool = False  # log to RUN_DIR/tensorboard (needs the tensorboard extra)
 
 
 @dataclass
@@ -108,7 +104,7 @@ class Config:
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    decode: DecodeOptions = field(default_factory=DecodeOptions)
     device_block: str | None = None  # set by the loader: the per-device block that was applied
 
     @property
@@ -191,7 +187,10 @@ def _build(cls, raw: dict, prefix: str, source: str):
             kwargs[f.name] = _coerce(raw[f.name], tp, f"{source}: {key}")
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise UserError(f"{source}: missing required key '{key}'")
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except UserError as e:  # a section that checks itself (decode): name the recipe and section
+        raise UserError(f"{source}: {prefix}{e}") from None
 
 
 def _apply_override(raw: dict, override: str) -> None:
@@ -220,7 +219,6 @@ def _check(cfg: Config, source: str) -> None:
         "train.max_steps": t.max_steps, "train.eval_every": t.eval_every,
         "train.eval_batches": t.eval_batches, "train.log_every": t.log_every,
         "tokenizer.vocab_size": cfg.tokenizer.vocab_size, "tokenizer.max_pairs": cfg.tokenizer.max_pairs,
-        "decode.beam": cfg.decode.beam,
     }
     for key, value in positive.items():
         if value <= 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import torch
@@ -67,8 +68,8 @@ def generate_lm(
 
 
 def _finished_every(device: torch.device) -> int:
-    """Steps between checks that every sentence has ended. Each check waits for the GPU to catch
-    up, so there it runs every 8 steps (the extra steps only pad); on CPU it is free."""
+    """Steps between checks that sentences have ended. Each check waits for the GPU to catch up, so
+    there it runs every 8 steps (the extra steps only pad); on CPU it is free."""
     return 1 if device.type == "cpu" else 8
 
 
@@ -79,48 +80,123 @@ def _only_end(logp: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return torch.where(rows[:, None], end_only, logp)
 
 
-def output_limits(src: torch.Tensor, model_max_len: int) -> torch.Tensor:
-    """(B,) the most tokens (with <END>) each sentence may produce: twice its source plus 10,
-    within the model's positions."""
+def output_limits(src: torch.Tensor, model_max_len: int, max_len: int | None = None) -> torch.Tensor:
+    """(B,) the most tokens (with <END>) each sentence may produce: twice its source plus 10 (or
+    `max_len` + 1), within the model's positions."""
+    if max_len is not None:
+        return torch.full((src.size(0),), min(max_len + 1, model_max_len), device=src.device)
     src_len = (src != PAD).sum(dim=1)
     return torch.clamp(2 * src_len + 10, max=model_max_len)
 
 
-def _step_logits(model, tokens, memory, src_mask, cache) -> torch.Tensor:
-    """(B, 1) newest tokens -> (B, V) float log-probabilities; <pad> and <START> are never produced."""
-    logits = model.decode(tokens, memory, src_mask, cache)[:, -1].float()
-    logits[:, PAD] = logits[:, START] = float("-inf")  # plain slices: no index tensor to copy over
-    return logits.log_softmax(dim=-1)
+class Decoder:
+    """The incremental decoding state of one model, or of an ensemble, over a batch of sources.
+
+    `step` gives (B, V) log-probabilities of the next token (an ensemble averages the models'
+    probabilities); `keep` selects rows, to follow beam search's choices or to drop finished
+    sentences so that later steps compute only what is still being decoded."""
+
+    def __init__(self, models, src: torch.Tensor, steps: int, use_cache: bool = True, repeat: int = 1):
+        self.models = models if isinstance(models, (list, tuple)) else [models]
+        self.memories, self.masks, self.caches = [], [], []
+        for model in self.models:
+            memory, mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
+            if repeat > 1:
+                memory, mask = memory.repeat_interleave(repeat, 0), mask.repeat_interleave(repeat, 0)
+            self.memories.append(memory)
+            self.masks.append(mask)
+            self.caches.append(model.new_cache(memory, steps) if use_cache else None)
+
+    @property
+    def cached(self) -> bool:
+        return self.caches[0] is not None
+
+    def step(self, tokens: torch.Tensor, last_only: bool = True) -> torch.Tensor:
+        """(B, 1) newest tokens (or, without a cache, (B, T) whole prefixes) -> (B, V) float
+        log-probabilities of the next token, or (B, T, V) for every position with last_only=False;
+        <pad> and <START> are never produced."""
+        outs = []
+        for model, memory, mask, cache in zip(self.models, self.memories, self.masks, self.caches):
+            logits = model.decode(tokens, memory, mask, cache)
+            logits = (logits[:, -1] if last_only else logits).float()
+            logits[..., PAD] = logits[..., START] = float("-inf")  # plain slices: no index tensor to copy over
+            outs.append(logits.log_softmax(dim=-1))
+        if len(outs) == 1:
+            return outs[0]
+        return torch.logsumexp(torch.stack(outs), dim=0) - math.log(len(outs))
+
+    def keep(self, rows: torch.Tensor, cross: bool = True) -> None:
+        """Keep batch rows `rows`, in that order. Beam search's reordering within a sentence leaves
+        the cross-attention keys alone (cross=False): they are the same for all its beams."""
+        for i, cache in enumerate(self.caches):
+            if cross:
+                self.memories[i], self.masks[i] = self.memories[i][rows], self.masks[i][rows]
+            for self_cache, cross_cache in cache or []:
+                self_cache.reorder(rows)
+                if cross:
+                    cross_cache.reorder(rows)
+
+
+@torch.no_grad()
+def target_logprobs(models, src: torch.Tensor, targets: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forced decoding: the log-probability of each given target (ids without <END>; <END> is
+    scored too) under the model(s), as (B,) totals and (B,) token counts. The same numbers the
+    searches add up, so scoring a search's output gives back its score."""
+    width = max(len(t) for t in targets) + 1
+    tgt_in = torch.full((len(targets), width), PAD, dtype=torch.long)
+    tgt_out = torch.full_like(tgt_in, PAD)
+    for j, ids in enumerate(targets):
+        tgt_in[j, : len(ids) + 1] = torch.tensor([START] + ids)
+        tgt_out[j, : len(ids) + 1] = torch.tensor(ids + [END])
+    tgt_in, tgt_out = tgt_in.to(src.device), tgt_out.to(src.device)
+    logp = Decoder(models, src, width, use_cache=False).step(tgt_in, last_only=False)  # (B, T, V)
+    picked = logp.gather(2, tgt_out.clamp(min=0)[:, :, None]).squeeze(2)  # (B, T)
+    keep = tgt_out != PAD
+    return torch.where(keep, picked, 0.0).sum(dim=1), keep.sum(dim=1)
+
+
+def _max_positions(models) -> int:
+    return min(m.max_len for m in (models if isinstance(models, (list, tuple)) else [models]))
+
+
+def _worth_shrinking(finished: int, rows: int) -> bool:
+    """Drop finished rows once they are an eighth of the batch: each drop copies the caches."""
+    return finished > 0 and finished * 8 >= rows
 
 
 @torch.no_grad()
 def greedy_or_sample(
-    model, src: torch.Tensor, temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
-    generator: torch.Generator | None = None, use_cache: bool = True,
+    models, src: torch.Tensor, temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
+    generator: torch.Generator | None = None, use_cache: bool = True, max_len: int | None = None,
 ) -> tuple[list[list[int]], torch.Tensor]:
     """Decode (B, S) sources one token at a time with the KV cache (use_cache=False re-runs the
-    decoder over the whole prefix each step: only for measuring what the cache saves). Returns the
-    ids of each output (without <END>) and each output's log-probability under the model."""
-    memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
-    limits = output_limits(src, model.max_len)  # (B,)
+    decoder over the whole prefix each step: only for measuring what the cache saves). Finished
+    sentences leave the batch. Returns the ids of each output (without <END>) and each output's
+    log-probability under the model."""
+    limits = output_limits(src, _max_positions(models), max_len)  # (B,)
     b, steps = src.size(0), int(limits.max())
-    cache = model.new_cache(memory, steps) if use_cache else None
-    tokens = torch.full((b, 1), START, dtype=torch.long, device=src.device)
+    state = Decoder(models, src, steps, use_cache)
     out = torch.full((b, steps), PAD, dtype=torch.long, device=src.device)
     score = torch.zeros(b, device=src.device)
+    live = torch.arange(b, device=src.device)  # the original row of each row still decoding
+    tokens = torch.full((b, 1), START, dtype=torch.long, device=src.device)
     done = torch.zeros(b, dtype=torch.bool, device=src.device)
     check_every = _finished_every(src.device)
     for t in range(steps):
-        inputs = tokens if use_cache else torch.cat([torch.full_like(tokens, START), out[:, :t]], dim=1)
-        logp = _step_logits(model, inputs, memory, src_mask, cache)  # (B, V)
-        logp = _only_end(logp, limits == t + 1)
-        nxt = pick_next(logp, temperature, top_k, top_p, generator)  # (B,)
-        nxt = torch.where(done, PAD, nxt)
-        score += torch.where(done, 0.0, logp.gather(1, nxt[:, None]).squeeze(1))
-        out[:, t] = nxt
+        inputs = tokens if state.cached else torch.cat([torch.full_like(tokens, START), out[live, :t]], dim=1)
+        logp = _only_end(state.step(inputs), limits[live] == t + 1)  # (b, V)
+        nxt = torch.where(done, PAD, pick_next(logp, temperature, top_k, top_p, generator))  # (b,)
+        score[live] += torch.where(done, 0.0, logp.gather(1, nxt[:, None]).squeeze(1))
+        out[live, t] = nxt
         done |= nxt == END
-        if (t + 1) % check_every == 0 and bool(done.all()):
-            break
+        if (t + 1) % check_every == 0:
+            finished = int(done.sum())
+            if finished == len(live):
+                break
+            if _worth_shrinking(finished, len(live)):
+                rows = (~done).nonzero().squeeze(1)
+                state.keep(rows)
+                live, nxt, done = live[rows], nxt[rows], done[rows]
         tokens = nxt[:, None]
     return [_until_end(row) for row in out.tolist()], score
 
@@ -134,59 +210,85 @@ def _length_penalty(length: torch.Tensor | int, alpha: float):
     return ((5.0 + length) / 6.0) ** alpha
 
 
+class _Finished:
+    """Each live sentence's `n` best finished hypotheses: normalised scores (n_sent, N) and ids."""
+
+    def __init__(self, sentences: int, n: int, steps: int, device):
+        self.scores = torch.full((sentences, n), float("-inf"), device=device)
+        self.ids = torch.full((sentences, n, steps), PAD, dtype=torch.long, device=device)
+
+    def add(self, scores: torch.Tensor, ids: torch.Tensor) -> None:
+        """Merge candidates (n_sent, C) scored -inf where not finished, keeping the N best."""
+        n = self.scores.size(1)
+        self.scores, pick = torch.cat([self.scores, scores], dim=1).topk(n, dim=1)
+        merged = torch.cat([self.ids, ids], dim=1)
+        self.ids = merged.gather(1, pick[:, :, None].expand(-1, -1, merged.size(2)))
+
+    def select(self, rows: torch.Tensor) -> None:
+        self.scores, self.ids = self.scores[rows], self.ids[rows]
+
+
 @torch.no_grad()
 def beam_search(
-    model, src: torch.Tensor, beam: int, length_penalty: float = 1.0, use_cache: bool = True
-) -> tuple[list[list[int]], torch.Tensor]:
-    """Batched beam search over the same cached step. Hypotheses ending among the `beam` best
-    candidates are finished, scored by log-probability / length_penalty; a sentence is done when
-    its best finished score beats every live beam at the current length. With beam 1 this is
-    greedy. Returns each best output's ids (without <END>) and its normalised score."""
-    k, device = beam, src.device
-    memory, src_mask = model.encode(src)
-    b = src.size(0)
-    limits = output_limits(src, model.max_len)  # (B,)
+    models, src: torch.Tensor, beam: int, length_penalty: float = 1.0, use_cache: bool = True,
+    max_len: int | None = None, n_best: int = 1,
+) -> tuple[list[list[list[int]]], torch.Tensor]:
+    """Batched beam search. Hypotheses ending among the `beam` best candidates are finished, scored
+    by log-probability / length penalty; a sentence is done when its n-th best finished score beats
+    every live beam at the current length, and then leaves the batch. With beam 1 this is greedy.
+    Returns each sentence's `n_best` outputs (ids without <END>), best first, and their (B, N) scores."""
+    k, device, b = beam, src.device, src.size(0)
+    limits = output_limits(src, _max_positions(models), max_len)  # (B,)
     steps = int(limits.max())
-    memory, src_mask = memory.repeat_interleave(k, 0), src_mask.repeat_interleave(k, 0)  # (B*K, S, D)
-    cache = model.new_cache(memory, steps) if use_cache else None
+    state = Decoder(models, src, steps, use_cache, repeat=k)
+    result = _Finished(b, n_best, steps, device)
+    finished = _Finished(b, n_best, steps, device)  # for the sentences still in the batch
+    sent = torch.arange(b, device=device)  # the original index of each live sentence
     tokens = torch.full((b * k, 1), START, dtype=torch.long, device=device)
     history = torch.full((b * k, steps), PAD, dtype=torch.long, device=device)
     scores = torch.full((b, k), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: expand only the first
-    best_score = torch.full((b,), float("-inf"), device=device)
-    best_ids = torch.full((b, steps), PAD, dtype=torch.long, device=device)
     done = torch.zeros(b, dtype=torch.bool, device=device)
-    base = torch.arange(b, device=device)[:, None] * k  # (B, 1) row of each sentence's first beam
     first_k = torch.arange(2 * k, device=device) < k  # (2K,)
     check_every = _finished_every(device)
     for t in range(steps):
-        inputs = tokens if use_cache else torch.cat([torch.full_like(tokens, START), history[:, :t]], dim=1)
-        logp = _step_logits(model, inputs, memory, src_mask, cache)  # (B*K, V)
+        n = sent.size(0)
+        inputs = tokens if state.cached else torch.cat([torch.full_like(tokens, START), history[:, :t]], dim=1)
+        logp = _only_end(state.step(inputs), (limits[sent] == t + 1).repeat_interleave(k))  # (n*K, V)
         v = logp.size(1)
-        logp = _only_end(logp, (limits == t + 1).repeat_interleave(k))
-        cand = (scores.view(-1, 1) + logp).view(b, k * v)  # (B, K*V)
-        top_scores, top_idx = cand.topk(2 * k, dim=1)  # (B, 2K): enough to keep K that go on
-        origin, token = top_idx // v, top_idx % v
+        top_scores, top_idx = (scores.view(-1, 1) + logp).view(n, k * v).topk(2 * k, dim=1)  # (n, 2K)
+        origin = top_idx // v + torch.arange(n, device=device)[:, None] * k  # (n, 2K) rows they extend
+        token = top_idx % v
         ended = token == END
-        final = ended & first_k & ~done[:, None] & top_scores.isfinite()
         lp = _length_penalty(t + 1, length_penalty)
-        normalised = torch.where(final, top_scores / lp, float("-inf"))
-        cand_best, cand_rank = normalised.max(dim=1)  # (B,)
-        better = cand_best > best_score  # (B,) updated without reading it on the host
-        rows = base.squeeze(1) + origin.gather(1, cand_rank[:, None]).squeeze(1)  # (B,)
-        best_ids = torch.where(better[:, None], history[rows], best_ids)
-        best_ids[:, t] = torch.where(better, END, best_ids[:, t])
-        best_score = torch.where(better, cand_best, best_score)
-        # The K best candidates that do not end go on.
-        scores, keep = torch.where(ended, float("-inf"), top_scores).topk(k, dim=1)  # (B, K), best first
-        done |= best_score >= scores[:, 0] / lp
-        if (t + 1) % check_every == 0 and bool(done.all()):
-            break
-        rows = (base + origin.gather(1, keep)).view(-1)  # (B*K,) beams they extend
-        new_tokens = token.gather(1, keep).view(-1)
+        final = ended & first_k & ~done[:, None] & top_scores.isfinite()
+        candidates = history[origin.view(-1)].view(n, 2 * k, steps)
+        candidates[:, :, t] = END
+        finished.add(torch.where(final, top_scores / lp, float("-inf")), candidates)
+        scores, keep = torch.where(ended, float("-inf"), top_scores).topk(k, dim=1)  # (n, K): the K that go on
+        done |= finished.scores[:, -1] >= scores[:, 0] / lp
+        rows, new_tokens = origin.gather(1, keep), token.gather(1, keep)  # (n, K): the beams they extend
+        shrunk = False
+        if (t + 1) % check_every == 0:
+            n_done = int(done.sum())
+            if n_done == n:
+                break
+            if _worth_shrinking(n_done, n):
+                live = (~done).nonzero().squeeze(1)
+                _store(result, finished, sent, done.nonzero().squeeze(1))
+                finished.select(live)
+                sent, done, scores, rows, new_tokens = sent[live], done[live], scores[live], rows[live], new_tokens[live]
+                shrunk = True
+        rows, new_tokens = rows.view(-1), new_tokens.view(-1)
         history = history[rows]
         history[:, t] = new_tokens
-        for self_cache, _ in cache or []:  # cross-attention keys are the same within a sentence
-            self_cache.reorder(rows)
+        state.keep(rows, cross=shrunk)
         tokens = new_tokens[:, None]
-    return [_until_end(row) for row in best_ids.tolist()], best_score
+    _store(result, finished, sent, torch.arange(sent.size(0), device=device))
+    ids = [[_until_end(h) for h in sentence] for sentence in result.ids.tolist()]
+    return ids, result.scores
+
+
+def _store(result: _Finished, finished: _Finished, sent: torch.Tensor, rows: torch.Tensor) -> None:
+    result.scores[sent[rows]] = finished.scores[rows]
+    result.ids[sent[rows]] = finished.ids[rows]

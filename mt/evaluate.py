@@ -15,8 +15,9 @@ from mt.errors import UserError, cli_entry
 from mt.files import read_lines
 from mt.parallel_data import columns, load_pairs
 from mt.scoring import corpus_scores
-from mt.translate import add_decoding_args, decoding_kwargs
-from mt.translator import Translator
+from mt.translator import DEFAULT_MODEL
+from mt.engines import add_model_args, open_translator
+from mt.options import add_decoding_args, from_args
 
 
 def load_test_set(args, cfg) -> tuple[list[str], list[str], str]:
@@ -35,11 +36,10 @@ def load_test_set(args, cfg) -> tuple[list[str], list[str], str]:
     return src, ref, args.split
 
 
-def decoding_name(kwargs: dict, default_beam: int, quantize: str | None) -> str:
-    """A short label for the decoding used, e.g. 'greedy', 'beam5', 'int8-sample'."""
-    beam = kwargs.get("beam")
-    name = "sample" if "temperature" in kwargs else "greedy" if beam == 1 else f"beam{beam or default_beam}"
-    return f"{quantize}-{name}" if quantize else name
+def decoding_name(options, engine: str, quantize: str | None) -> str:
+    """A short label for the decoding used, e.g. 'greedy', 'beam5', 'int8-sample', 'ctranslate2-beam5'."""
+    prefix = "ctranslate2-" if engine == "ctranslate2" else f"{quantize}-" if quantize else ""
+    return prefix + options.name
 
 
 @cli_entry
@@ -49,17 +49,19 @@ def main(argv=None):
     p.add_argument("--src", help="source file, one sentence per line (instead of --split)")
     p.add_argument("--ref", help="reference translations, line-aligned with --src")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    add_model_args(p)
     add_decoding_args(p)
     args = p.parse_args(argv)
-    kwargs = decoding_kwargs(args)
-    translator = Translator.load(args.model, args.device, args.quantize)
+    translator = open_translator(args)
+    options = from_args(args, translator.options).replace(n_best=1)
     src, ref, name = load_test_set(args, translator.cfg)
     start = time.perf_counter()
-    hyp = translator.translate(src, **kwargs)
+    hyp = translator.translate(src, options, batch_size=args.batch_size)
     seconds = time.perf_counter() - start
     scores = corpus_scores(hyp, ref)
-    method = decoding_name(kwargs, translator.cfg.decode.beam, args.quantize)
-    run_dir = Path(args.model).parent if Path(args.model).is_file() else Path(args.model)
+    method = decoding_name(options, args.engine, args.quantize)
+    model = Path((args.model or [DEFAULT_MODEL])[0])
+    run_dir = model.parent if model.is_file() else model
     out = run_dir / f"hyp.{name}.{method}.txt"
     out.write_text("".join(h + "\n" for h in hyp), encoding="utf-8")
     result = {

@@ -35,10 +35,12 @@ class KVCache:
         return self.k[:, :, : self.len], self.v[:, :, : self.len]
 
     def reorder(self, index: torch.Tensor) -> None:
-        """Keep rows `index` of the batch (beam search reorders and prunes hypotheses). Only the
+        """Keep rows `index` of the batch (beam search reorders hypotheses; finished sentences
+        leave the batch). Only the
         filled positions are copied, straight into a new buffer: the copy was a third of beam
         search's time when it took the whole preallocated length."""
-        k, v, n = torch.empty_like(self.k), torch.empty_like(self.v), self.len
+        shape = (index.numel(), *self.k.shape[1:])  # fewer rows when finished sentences leave
+        k, v, n = self.k.new_empty(shape), self.v.new_empty(shape), self.len
         torch.index_select(self.k[:, :, :n], 0, index, out=k[:, :, :n])
         torch.index_select(self.v[:, :, :n], 0, index, out=v[:, :, :n])
         self.k, self.v = k, v

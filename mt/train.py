@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from mt import distributed
 from mt.average import average_checkpoints, keep_last_snapshots, snapshot_path, snapshots
+from mt.board import Board
 from mt.checkpoint import BEST, LAST, load_checkpoint, save_checkpoint
 from mt.config import Config, load_config, save_config
 from mt.errors import UserError, cli_entry
@@ -235,6 +236,7 @@ class Trainer:
         self.log(f"{cfg.name}: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, vocab {task.vocab_size}, on {device}"
                  + (f" x {world.size} processes" if world.size > 1 else "")
                  + f", {'bf16' if uses_bf16(device, self.tc.precision) else 'fp32'}{block}", file=sys.stderr)
+        self.board = Board(cfg.run_dir, self.tc.tensorboard and world.is_main, state.step)
         self.started = time.monotonic()
 
     def elapsed(self) -> float:
@@ -248,7 +250,7 @@ class Trainer:
             "step": s.step, "elapsed_s": self.elapsed(), "best": s.best, "bad_evals": s.bad_evals, "config": self.cfg.to_dict(),
         }
 
-    def train_step(self, batches) -> tuple[torch.Tensor, int]:
+    def train_step(self, batches) -> tuple[torch.Tensor, int, torch.Tensor | None]:
         """One optimizer step over `train.grad_accum` micro-batches; gradients are all-reduced once.
         Each micro-batch's mean loss weighs by its share of the step's tokens (over all ranks), so
         the gradient is the mean over every target token whatever the batches' sizes."""
@@ -266,11 +268,10 @@ class Trainer:
                 weight = n * world.size / all_tokens if tc.grad_accum > 1 else 1.0  # DDP averages over ranks
                 (loss * weight).backward()
             loss_total += loss.detach() * (n / sum(counts))
-        if tc.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip) if tc.grad_clip > 0 else None
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss_total, all_tokens
+        return loss_total, all_tokens, grad_norm
 
     def evaluate_and_save(self, lr: float, since_eval: Meter, metrics_file) -> tuple[dict, bool]:
         """Rank 0: validate, keep best/snapshot/last, log a metrics row. Returns (metrics, improved)."""
@@ -303,18 +304,20 @@ class Trainer:
         since_eval, since_log = Meter(device), Meter(device)
         bar = tqdm(total=tc.max_steps, initial=s.step, unit="step", dynamic_ncols=True, file=sys.stderr, disable=not world.is_main)
         # The batch stream is closed on the way out, which stops and joins its prefetch thread.
-        with StopFlag() as stop, contextlib.closing(self.task.train_batches()) as batches, \
+        with StopFlag() as stop, contextlib.closing(self.task.train_batches()) as batches, contextlib.closing(self.board), \
                 open(self.cfg.run_dir / "metrics.jsonl", "a") if world.is_main else contextlib.nullcontext() as metrics_file:
             self.model.train()
             while s.step < tc.max_steps:
                 lr = lr_at(s.step, tc, self.elapsed() / self.budget_s)
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
-                loss, n_tokens = self.train_step(batches)
+                loss, n_tokens, grad_norm = self.train_step(batches)
                 s.step += 1
                 since_eval.add(loss, n_tokens)
                 since_log.add(loss, n_tokens)
                 if s.step % tc.log_every == 0:
+                    self.board.scalars("train", {"loss": loss.item(), "lr": lr, "tokens_per_s": since_log.tokens_per_s(),
+                                                 **({"grad_norm": grad_norm.item()} if grad_norm is not None else {})}, s.step)
                     bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{since_log.tokens_per_s():,.0f}", refresh=False)
                     bar.total = expected_last_step(s.step, first_step, time.monotonic() - self.started,
                                                    self.budget_s - self.elapsed(), tc.max_steps)
@@ -329,6 +332,7 @@ class Trainer:
                 early_stop = False
                 if world.is_main:
                     metrics, improved = self.evaluate_and_save(lr, since_eval, metrics_file)
+                    self.board.scalars("valid", {k: v for k, v in metrics.items() if k.startswith("val_")}, s.step)
                     shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.startswith(("train_", "val_")))
                     bar.write(f"step {s.step}: {shown}{'  (best)' if improved else ''}", file=sys.stderr)
                     bar.update(s.step - bar.n)

@@ -1,53 +1,43 @@
 """python -m mt.translate [TEXT ...] [--model DIR] [--beam N | --greedy | --sample ...] [--input FILE] [--output FILE]
 
 Translates the positional texts, else the lines of --input or of standard input: exactly one
-output line per input line, in order. The Python API is `Translator.load(run_dir).translate([...])`.
+output line per input line, in order. --n-best N prints N scored hypotheses per input (TSV, or
+JSON lines with --format jsonl); --alignment appends word alignments; --attention FILE.png draws
+the cross-attention of one sentence. The Python API is `Translator.load(run_dir).translate([...])`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
-from mt.decode import check_sampling
+from mt.attention_map import cross_attention, save_heatmap, word_alignment
+from mt.engines import add_model_args, open_translator
 from mt.errors import UserError, cli_entry
-from mt.files import read_lines, split_lines
-from mt.translator import DEFAULT_MODEL, Translator
+from mt.files import atomic_write, read_lines, split_lines
+from mt.options import add_decoding_args, from_args
+from mt.translator import Translator
 
 __all__ = ["Translator", "main"]  # Translator lives in mt.translator; importing it from here still works
 
 
-def add_decoding_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=DEFAULT_MODEL, help=f"run directory (default {DEFAULT_MODEL})")
-    how = p.add_mutually_exclusive_group()
-    how.add_argument("--beam", type=int, help="beam size (default: the recipe's decode.beam)")
-    how.add_argument("--greedy", action="store_true", help="take the most likely token at each step")
-    how.add_argument("--sample", action="store_true", help="sample each token")
-    p.add_argument("--temperature", type=float, default=1.0, help="with --sample")
-    p.add_argument("--top-k", type=int, help="with --sample: only the K most likely tokens")
-    p.add_argument("--top-p", type=float, help="with --sample: only the smallest set holding probability P")
-    p.add_argument("--seed", type=int, default=0, help="with --sample")
-    p.add_argument("--length-penalty", type=float, help="beam search length normalisation (default: the recipe's)")
-    p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
-    p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--quantize", choices=["int8"], help="int8 dynamic quantization of the Linear layers (CPU)")
-
-
-def decoding_kwargs(args) -> dict:
-    if args.batch_size <= 0 or (args.beam is not None and args.beam <= 0):
-        raise UserError("--batch-size and --beam must be positive")
-    if args.sample and args.temperature <= 0:
-        raise UserError("--sample needs --temperature > 0 (use --greedy for the most likely output)")
-    check_sampling(args.temperature, args.top_k, args.top_p)
-    if args.length_penalty is not None and args.length_penalty < 0:
-        raise UserError(f"--length-penalty must be >= 0, got {args.length_penalty}")
-    kwargs = {"batch_size": args.batch_size, "length_penalty": args.length_penalty}
-    if args.greedy:
-        return kwargs | {"beam": 1}
-    if args.sample:
-        return kwargs | {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
-    return kwargs | {"beam": args.beam}
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m mt.translate", description="Translate sentences with a trained model.")
+    p.add_argument("text", nargs="*", help="sentences to translate (else --input, else standard input)")
+    p.add_argument("--input", help="file with one sentence per line")
+    p.add_argument("--output", help="write translations here instead of standard output")
+    p.add_argument("--format", choices=["text", "tsv", "jsonl"],
+                   help="text: one translation per line (default); tsv: index, score, text (default with --n-best); "
+                        "jsonl: one JSON object per hypothesis")
+    p.add_argument("--alignment", action="store_true", help="append ' ||| ' and source-target word alignments (i-j)")
+    p.add_argument("--attention", metavar="PNG", help="save a heatmap of one sentence's cross-attention")
+    p.add_argument("--layer", type=int, default=-1, help="decoder layer for --attention/--alignment (default: the last)")
+    p.add_argument("--head", type=int, help="attention head for --attention/--alignment (default: the mean of all)")
+    add_model_args(p)
+    add_decoding_args(p)
+    return p.parse_args(argv)
 
 
 def read_input(args) -> list[str]:
@@ -58,21 +48,54 @@ def read_input(args) -> list[str]:
     return split_lines(sys.stdin.buffer.read(), "standard input")
 
 
+def _attention(translator, source: str, hyp, args):
+    """(weights, source pieces, output pieces) of one translated sentence."""
+    if not isinstance(translator, Translator):
+        raise UserError("--attention and --alignment need --engine mt")
+    src_ids = translator.encode([source], warn_truncated=False)[0]
+    piece = translator.tokenizer.sp.id_to_piece
+    weights = cross_attention(translator.model, src_ids, hyp.ids, args.layer, args.head)
+    return weights, [piece(i) for i in src_ids], [piece(i) for i in hyp.ids]
+
+
+def format_lines(lines, found, fmt: str, alignments=None) -> str:
+    """The output text: one line per input (text), or one per hypothesis (tsv, jsonl)."""
+    out = []
+    for index, hyps in enumerate(found):
+        for rank, h in enumerate(hyps):
+            text = h.text.replace("\n", " ")
+            extra = f" ||| {' '.join(f'{i}-{j}' for i, j in alignments[index])}" if alignments else ""
+            if fmt == "text":
+                out.append(text + extra)
+            elif fmt == "tsv":
+                out.append(f"{index}\t{h.score:.4f}\t{text}{extra}")
+            else:
+                row = {"index": index, "rank": rank, "score": round(h.score, 4), "source": lines[index], "text": text}
+                out.append(json.dumps(row | ({"alignment": alignments[index]} if alignments else {}), ensure_ascii=False))
+            if fmt == "text":
+                break  # the best only: one line per input
+    return "".join(line + "\n" for line in out)
+
+
 @cli_entry
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m mt.translate", description="Translate sentences with a trained model.")
-    p.add_argument("text", nargs="*", help="sentences to translate (else --input, else standard input)")
-    p.add_argument("--input", help="file with one sentence per line")
-    p.add_argument("--output", help="write translations here instead of standard output")
-    add_decoding_args(p)
-    args = p.parse_args(argv)
-    kwargs = decoding_kwargs(args)
-    translator = Translator.load(args.model, args.device, args.quantize)
+    args = parse_args(argv)
+    translator = open_translator(args)
+    options = from_args(args, translator.options)
     lines = read_input(args)
-    translations = translator.translate(lines, **kwargs)
-    text = "".join(t.replace("\n", " ") + "\n" for t in translations)
+    if args.attention and len(lines) != 1:
+        raise UserError(f"--attention draws one sentence; {len(lines)} were given")
+    found = translator.translate(lines, options, batch_size=args.batch_size, hypotheses=True)
+    alignments = None
+    if args.alignment or args.attention:
+        maps = [_attention(translator, line, hyps[0], args) if hyps[0].ids else None for line, hyps in zip(lines, found)]
+        alignments = [word_alignment(*m) if m else [] for m in maps] if args.alignment else None
+        if args.attention and maps[0]:
+            save_heatmap(*maps[0], args.attention, title=f"{lines[0]}\n→ {found[0][0].text}")
+            print(f"attention heatmap in {args.attention}", file=sys.stderr)
+    text = format_lines(lines, found, args.format or ("tsv" if options.n_best > 1 else "text"), alignments)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        atomic_write(Path(args.output), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     else:
         sys.stdout.write(text)
 

@@ -180,12 +180,13 @@ class TranslationTask:
         BLEU over every pair, decoded as `mt.evaluate --split valid --greedy` decodes it (a source too
         long for the model is truncated, never dropped), so the two agree. Keys: `val_loss`,
         `val_bleu` for the primary set, `val_loss_<name>`, `val_bleu_<name>` for the others."""
+        from mt.options import DecodeOptions
         from mt.translator import Translator  # the one decoding path for every score
 
         translator = Translator(self.cfg, self.tokenizer, model, self.device)
         metrics = {}
         for v in self.valid_sets:
-            hypotheses = translator.translate(v.sources, beam=1, batch_size=64 if self.device.type == "cpu" else 512,
+            hypotheses = translator.translate(v.sources, DecodeOptions(beam=1), batch_size=64 if self.device.type == "cpu" else 512,
                                               warn_truncated=False)
             bleu = sacrebleu.corpus_bleu(hypotheses, [v.references])
             metrics |= {f"val_loss{v.label}": self._loss_over(model, autocast, v.pairs), f"val_bleu{v.label}": round(bleu.score, 2)}

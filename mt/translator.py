@@ -1,76 +1,126 @@
-"""The translation API: `Translator.load(run_dir).translate(sentences, ...)`.
+"""The translation API: `Translator.load(run_dir).translate(sentences, options)`.
 
-Loads a self-contained run directory (or one checkpoint file in it), encodes each source once,
-decodes in length-sorted batches with the KV cache, and returns one string per input, in order.
+Loads a self-contained run directory (or one checkpoint file in it, or several runs as an
+ensemble), encodes each source once, decodes in length-sorted batches with the KV cache, and
+returns one string per input, in order, or the n best hypotheses with their scores.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from mt.checkpoint import load_run
-from mt.decode import beam_search, greedy_or_sample
+from mt.decode import beam_search, greedy_or_sample, target_logprobs
 from mt.errors import UserError
 from mt.hardware import autocast, inference_precision, pick_device
+from mt.options import DecodeOptions
 from mt.quantize import quantize_int8
 from mt.tokenizer import END
 
 DEFAULT_MODEL = "runs/fr_en"
 
 
-class Translator:
-    """A trained translation model, its tokenizer and decoding settings, loaded from a run directory."""
+@dataclass
+class Hypothesis:
+    text: str
+    score: float  # beam search: log-probability / length penalty; greedy and sampling: log-probability
+    ids: list[int]  # subword ids, without <END>
 
-    def __init__(self, cfg, tokenizer, model, device: torch.device):
-        self.cfg, self.tokenizer, self.model, self.device = cfg, tokenizer, model, device
-        self.max_src_tokens = model.max_len - 1  # room for the source's <END>
+
+def load_models(run_dirs, device: torch.device, quantize: str | None):
+    """(cfg, tokenizer, models) for one run or an ensemble of runs sharing one vocabulary."""
+    run_dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs)
+    hint = "; train one with: python -m mt.train recipes/fr_en.yaml" if str(run_dirs[0]) == DEFAULT_MODEL else ""
+    models = []
+    for run_dir in run_dirs:
+        cfg_i, tokenizer_i, model = load_run(run_dir, device, hint)
+        if cfg_i.model.arch != "transformer":
+            raise UserError(f"{run_dir} holds a {cfg_i.model.arch} language model; use python -m mt.generate --model {run_dir}")
+        if models and getattr(tokenizer_i, "model_proto", None) != getattr(tokenizer, "model_proto", None):
+            raise UserError(f"{run_dir} has another vocabulary than {run_dirs[0]}; an ensemble needs one shared tokenizer")
+        if not models:
+            cfg, tokenizer = cfg_i, tokenizer_i
+        models.append(quantize_int8(model) if quantize == "int8" else model)
+    return cfg, tokenizer, models
+
+
+class Translator:
+    """Trained translation model(s), the tokenizer and the recipe's decoding defaults."""
+
+    def __init__(self, cfg, tokenizer, models, device: torch.device):
+        self.cfg, self.tokenizer, self.device = cfg, tokenizer, device
+        self.models = models if isinstance(models, list) else [models]
+        self.model = self.models[0]
+        self.max_src_tokens = min(m.max_len for m in self.models) - 1  # room for the source's <END>
+        self.options = cfg.decode  # the recipe's decode section: the defaults
 
     @classmethod
-    def load(cls, run_dir: str | Path = DEFAULT_MODEL, device: str = "cpu", quantize: str | None = None) -> Translator:
-        """Load a run directory; quantize="int8" quantizes the Linear layers for CPU inference."""
-        hint = "; train one with: python -m mt.train recipes/fr_en.yaml" if str(run_dir) == DEFAULT_MODEL else ""
+    def load(cls, run_dir=DEFAULT_MODEL, device: str = "cpu", quantize: str | None = None) -> Translator:
+        """Load a run directory (several: an ensemble averaging their probabilities at each step);
+        quantize="int8" quantizes the Linear layers for CPU inference."""
         device = pick_device(device)
-        cfg, tokenizer, model = load_run(run_dir, device, hint)
-        if cfg.model.arch != "transformer":
-            raise UserError(f"{run_dir} holds a {cfg.model.arch} language model; use python -m mt.generate --model {run_dir}")
-        if quantize == "int8":
-            model = quantize_int8(model)
-        return cls(cfg, tokenizer, model, device)
+        cfg, tokenizer, models = load_models(run_dir, device, quantize)
+        return cls(cfg, tokenizer, models, device)
 
-    def translate(
-        self, sentences: list[str], beam: int | None = None, temperature: float = 0.0, top_k: int | None = None,
-        top_p: float | None = None, seed: int = 0, batch_size: int = 64, length_penalty: float | None = None,
-        use_cache: bool = True, warn_truncated: bool = True,
-    ) -> list[str]:
-        """Translate `sentences`. beam >= 1: beam search (beam 1 is greedy); beam None and
-        temperature > 0: sampling; beam None and temperature 0: greedy. Defaults to the recipe's beam."""
-        if beam is None and temperature <= 0:
-            beam = self.cfg.decode.beam
-        alpha = self.cfg.decode.length_penalty if length_penalty is None else length_penalty
-        generator = torch.Generator(device=self.device).manual_seed(seed)
+    def encode(self, sentences: list[str], warn_truncated: bool = True) -> list[list[int]]:
+        """Subword ids of each sentence, cut to what the model can read (with a warning)."""
         encoded = self.tokenizer.encode_batch(sentences)
         for i, ids in enumerate(encoded):
             if len(ids) > self.max_src_tokens and warn_truncated:
                 print(f"warning: line {i + 1} has {len(ids)} tokens; translating its first {self.max_src_tokens}", file=sys.stderr)
             encoded[i] = ids[: self.max_src_tokens]
-        outputs = [""] * len(sentences)
-        todo = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))  # empty in, empty out
+        return encoded
+
+    def batches(self, encoded: list[list[int]], batch_size: int, skip_empty: bool = True) -> Iterator[tuple[list[int], torch.Tensor]]:
+        """Length-sorted batches of the (non-empty) inputs: (their indices, (B, S) padded ids with <END>)."""
+        todo = sorted((i for i, ids in enumerate(encoded) if ids or not skip_empty), key=lambda i: len(encoded[i]))
         for start in range(0, len(todo), batch_size):
             rows = todo[start : start + batch_size]
-            width = len(encoded[rows[-1]]) + 1
-            src = torch.zeros(len(rows), width, dtype=torch.long)
+            src = torch.zeros(len(rows), len(encoded[rows[-1]]) + 1, dtype=torch.long)
             for j, i in enumerate(rows):
                 src[j, : len(encoded[i]) + 1] = torch.tensor(encoded[i] + [END])
-            src = src.to(self.device)
+            yield rows, src.to(self.device)
+
+    def translate(
+        self, sentences: list[str], options: DecodeOptions | None = None, *, batch_size: int = 64,
+        use_cache: bool = True, warn_truncated: bool = True, hypotheses: bool = False, **changes,
+    ) -> list[str] | list[list[Hypothesis]]:
+        """Translate `sentences` with `options` (default: the recipe's decode section), changed by
+        any keyword named like an option (beam=1, temperature=0.8, ...). Returns one string per
+        sentence, or with hypotheses=True each sentence's n_best Hypothesis objects, best first."""
+        o = (options or self.options).replace(**changes)
+        if batch_size <= 0:
+            raise UserError(f"batch size must be positive, got {batch_size}")
+        generator = torch.Generator(device=self.device).manual_seed(o.seed)
+        found = [[Hypothesis("", 0.0, [])] for _ in sentences]  # empty in, empty out
+        for rows, src in self.batches(self.encode(sentences, warn_truncated), batch_size):
             with autocast(self.device, inference_precision(self.device)):
-                if beam is not None and beam > 1:
-                    ids, _ = beam_search(self.model, src, beam, alpha, use_cache)
-                else:  # beam 1 is greedy: the plain loop, without beam search's reordering
-                    t = 0.0 if beam == 1 else temperature
-                    ids, _ = greedy_or_sample(self.model, src, t, top_k, top_p, generator, use_cache)
-            for i, out in zip(rows, ids):
-                outputs[i] = self.tokenizer.decode(out)
-        return outputs
+                if o.beam > 1:
+                    ids, scores = beam_search(self.models, src, o.beam, o.length_penalty, use_cache, o.max_len, o.n_best)
+                else:  # greedy or sampling: the plain loop, without beam search's reordering
+                    best, score = greedy_or_sample(self.models, src, o.temperature, o.top_k, o.top_p, generator,
+                                                   use_cache, o.max_len)
+                    ids, scores = [[x] for x in best], score[:, None]
+            for i, outs, row_scores in zip(rows, ids, scores.tolist()):
+                found[i] = [Hypothesis(self.tokenizer.decode(x), s, x) for x, s in zip(outs, row_scores)]
+        return found if hypotheses else [h[0].text for h in found]
+
+    def score(self, sources: list[str], targets: list[str], batch_size: int = 64) -> list[tuple[float, int]]:
+        """Each target's log-probability given its source under the model(s) (forced decoding), with
+        its token count (<END> included): [(total, tokens), ...] in input order."""
+        if len(sources) != len(targets):
+            raise UserError(f"{len(sources)} sources but {len(targets)} targets")
+        encoded, wanted = self.encode(sources), self.tokenizer.encode_batch(targets)
+        out = [(0.0, 0)] * len(sources)
+        for rows, src in self.batches(encoded, batch_size, skip_empty=False):
+            tgt = [wanted[i][: self.max_src_tokens] for i in rows]
+            with autocast(self.device, inference_precision(self.device)):
+                totals, counts = target_logprobs(self.models, src, tgt)
+            for i, total, count in zip(rows, totals.tolist(), counts.tolist()):
+                out[i] = (total, count)
+        return out

@@ -1,7 +1,12 @@
 import os
+import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from mt import train as train_module
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_MIRROR = REPO.parent / "shared" / "data"
@@ -33,3 +38,47 @@ def toy_text_corpus(isolated_data, monkeypatch):
     line = "First Citizen: we are accounted poor citizens, the patricians good.\n"
     (folder / "input.txt").write_text(line * 60)
     return folder / "input.txt"
+
+
+# A tiny translation model trained once per test session on a synthetic corpus ("le chat noir" ->
+# "the black cat"): what the decoding, scoring, export and server tests run on.
+WORDS = {"chat": "cat", "chien": "dog", "homme": "man", "femme": "woman", "enfant": "child"}
+COLOURS = {"noir": "black", "blanc": "white", "rouge": "red", "petit": "small"}
+TINY_MODEL = [
+    "model.enc_layers=1", "model.dec_layers=1", "model.d_model=32", "model.n_head=2", "model.d_ff=64",
+    "model.dropout=0.0", "tokenizer.vocab_size=39", "data.max_tokens=512", "train.device=cpu",
+    "train.warmup_steps=5", "train.lr=3e-3",
+]
+
+
+def synthetic_corpus(folder, n):
+    rng = random.Random(0)
+    fr, en = [], []
+    for _ in range(n):
+        noun, colour = rng.choice(list(WORDS)), rng.choice(list(COLOURS))
+        fr.append(f"le {noun} {colour}")
+        en.append(f"the {COLOURS[colour]} {WORDS[noun]}")
+    (folder / "c.fr").write_text("\n".join(fr) + "\n")
+    (folder / "c.en").write_text("\n".join(en) + "\n")
+    return f"{{path: text, data_files: {{fr: {folder / 'c.fr'}, en: {folder / 'c.en'}}}}}"
+
+
+@pytest.fixture(scope="session")
+def run_dir(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("translate")
+    spec = synthetic_corpus(tmp, 400)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MT_DATA_DIR", str(tmp / "data"))
+    train_module.main([
+        "recipes/fr_en.yaml", *TINY_MODEL, f"data.train=[{spec}]", f"data.valid={spec}", f"data.test={spec}",
+        "train.max_steps=300", "train.eval_every=300", f"out_dir={tmp / 'run'}",
+    ])
+    mp.undo()
+    return tmp / "run"
+
+
+
+def cli(command, *args, stdin=None, env=None):
+    """Run `python -m command args` as a user would; returns the CompletedProcess."""
+    return subprocess.run([sys.executable, "-m", command, *args], input=stdin, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})

@@ -12,6 +12,13 @@ from mt.tokenizer import END, START
 V = 20
 
 
+
+def best(found):
+    """beam_search's n-best outputs and (B, N) scores -> the best output and (B,) score of each."""
+    ids, scores = found
+    return [n[0] for n in ids], scores[:, 0]
+
+
 def tiny(max_len=24, **kw):
     torch.manual_seed(0)
     args = dict(vocab_size=V, max_len=max_len, enc_layers=2, dec_layers=2, n_head=2, d_model=32, d_ff=64,
@@ -79,7 +86,7 @@ def sources():
 def test_beam_one_equals_greedy_and_top_k_one_equals_greedy():
     model = tiny()
     greedy, _ = greedy_or_sample(model, sources())
-    beam1, _ = beam_search(model, sources(), beam=1, length_penalty=1.0)
+    beam1 = best(beam_search(model, sources(), beam=1, length_penalty=1.0))[0]
     g = torch.Generator().manual_seed(0)
     top1, _ = greedy_or_sample(model, sources(), temperature=1.0, top_k=1, generator=g)
     assert greedy == beam1 == top1
@@ -93,14 +100,14 @@ def test_beam_search_finds_a_score_at_least_greedys():
         for p in model.parameters():  # sharper, more varied distributions than the initialisation
             p.data.normal_(0, 0.3)
         _, greedy_score = greedy_or_sample(model, sources())
-        _, beam_score = beam_search(model, sources(), beam=5, length_penalty=0.0)
+        _, beam_score = best(beam_search(model, sources(), beam=5, length_penalty=0.0))
         assert (beam_score >= greedy_score - 1e-4).all(), (beam_score, greedy_score)
 
 
 def test_outputs_respect_the_length_bound():
     model = tiny(max_len=12)
     out, _ = greedy_or_sample(model, sources())
-    beamed, _ = beam_search(model, sources(), beam=3)
+    beamed, _ = best(beam_search(model, sources(), beam=3))
     assert all(len(x) < 12 for x in out + beamed)
 
 
@@ -136,8 +143,8 @@ def test_decoding_without_the_cache_gives_the_same_outputs():
     for p in model.parameters():
         p.data.normal_(0, 0.3)
     assert greedy_or_sample(model, sources())[0] == greedy_or_sample(model, sources(), use_cache=False)[0]
-    cached, s1 = beam_search(model, sources(), beam=3)
-    uncached, s2 = beam_search(model, sources(), beam=3, use_cache=False)
+    cached, s1 = best(beam_search(model, sources(), beam=3))
+    uncached, s2 = best(beam_search(model, sources(), beam=3, use_cache=False))
     assert cached == uncached and torch.allclose(s1, s2, atol=1e-4)
 
 
@@ -147,8 +154,35 @@ def test_checking_for_the_end_less_often_changes_no_output(monkeypatch):
     model = tiny()
     for p in model.parameters():
         p.data.normal_(0, 0.3)
-    every_step = greedy_or_sample(model, sources()), beam_search(model, sources(), beam=3)
+    every_step = greedy_or_sample(model, sources()), best(beam_search(model, sources(), beam=3))
     monkeypatch.setattr(decode, "_finished_every", lambda device: 8)
-    sparse = greedy_or_sample(model, sources()), beam_search(model, sources(), beam=3)
+    sparse = greedy_or_sample(model, sources()), best(beam_search(model, sources(), beam=3))
     for (out_a, score_a), (out_b, score_b) in zip(every_step, sparse):
         assert out_a == out_b and torch.allclose(score_a, score_b)
+
+
+def test_dropping_finished_sentences_changes_no_output(monkeypatch):
+    """Finished sentences leave the batch (and their rows the caches); outputs and scores must be
+    those of decoding every sentence to the end."""
+    model = tiny()
+    for p in model.parameters():
+        p.data.normal_(0, 0.3)
+    g = torch.Generator().manual_seed(1)
+    src = collate([torch.randint(4, V, (int(n),), generator=g).tolist() for n in torch.randint(1, 12, (16,), generator=g)], [[1]])["src"]
+    monkeypatch.setattr(decode, "_worth_shrinking", lambda finished, rows: finished > 0)  # drop at every chance
+    shrunk = greedy_or_sample(model, src), beam_search(model, src, beam=3, n_best=2)
+    monkeypatch.setattr(decode, "_worth_shrinking", lambda finished, rows: False)
+    full = greedy_or_sample(model, src), beam_search(model, src, beam=3, n_best=2)
+    assert len({len(x) for x in full[0][0]}) > 3  # outputs of many lengths: rows really left early
+    for (out_a, score_a), (out_b, score_b) in zip(shrunk, full):
+        assert out_a == out_b and torch.allclose(score_a, score_b, atol=1e-5)
+
+
+def test_n_best_lists_are_sorted_and_start_with_the_one_best():
+    model = tiny()
+    for p in model.parameters():
+        p.data.normal_(0, 0.3)
+    one, one_score = beam_search(model, sources(), beam=4)
+    many, scores = beam_search(model, sources(), beam=4, n_best=3)
+    assert [n[0] for n in many] == [n[0] for n in one] and torch.allclose(scores[:, 0], one_score[:, 0])
+    assert (scores[:, :-1] >= scores[:, 1:]).all() and all(len(n) == 3 for n in many)

@@ -2,54 +2,13 @@
 
 import json
 import os
-import random
 import subprocess
 import sys
 
 import pytest
+from conftest import TINY_MODEL, cli
 
-from mt import train as train_module
 from mt.translator import Translator
-
-WORDS = {"chat": "cat", "chien": "dog", "homme": "man", "femme": "woman", "enfant": "child"}
-COLOURS = {"noir": "black", "blanc": "white", "rouge": "red", "petit": "small"}
-TINY_MODEL = [
-    "model.enc_layers=1", "model.dec_layers=1", "model.d_model=32", "model.n_head=2", "model.d_ff=64",
-    "model.dropout=0.0", "tokenizer.vocab_size=39", "data.max_tokens=512", "train.device=cpu",
-    "train.warmup_steps=5", "train.lr=3e-3",
-]
-
-
-def synthetic_corpus(folder, n):
-    rng = random.Random(0)
-    fr, en = [], []
-    for _ in range(n):
-        noun, colour = rng.choice(list(WORDS)), rng.choice(list(COLOURS))
-        fr.append(f"le {noun} {colour}")
-        en.append(f"the {COLOURS[colour]} {WORDS[noun]}")
-    (folder / "c.fr").write_text("\n".join(fr) + "\n")
-    (folder / "c.en").write_text("\n".join(en) + "\n")
-    return f"{{path: text, data_files: {{fr: {folder / 'c.fr'}, en: {folder / 'c.en'}}}}}"
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("translate")
-    spec = synthetic_corpus(tmp, 400)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MT_DATA_DIR", str(tmp / "data"))
-    train_module.main([
-        "recipes/fr_en.yaml", *TINY_MODEL, f"data.train=[{spec}]", f"data.valid={spec}", f"data.test={spec}",
-        "train.max_steps=300", "train.eval_every=300", f"out_dir={tmp / 'run'}",
-    ])
-    mp.undo()
-    return tmp / "run"
-
-
-def cli(command, *args, stdin=None, env=None):
-    return subprocess.run([sys.executable, "-m", command, *args], input=stdin, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})})
-
 
 LINES = ["le chat noir", "", "le chien blanc", "la femme rouge", "le petit enfant"]
 
@@ -172,3 +131,14 @@ def test_validation_bleu_during_training_equals_evaluate_on_valid(run_dir):
     result = cli("mt.evaluate", "--model", str(run_dir), "--split", "valid", "--greedy", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["bleu"] == best_row["val_bleu"]
+
+
+def test_installed_commands_work_like_the_module_forms(run_dir):
+    from pathlib import Path
+
+    bin_dir = Path(sys.executable).parent
+    for name in ("mt-train", "mt-translate", "mt-evaluate", "mt-serve", "mt-score", "mt-export", "mt-plot"):
+        assert (bin_dir / name).is_file(), f"{name} is not installed; pip install -e . adds it"
+    result = subprocess.run([str(bin_dir / "mt-translate"), "--model", str(run_dir), "--greedy", "le chat noir"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout == "the black cat\n", result.stderr

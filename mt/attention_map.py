@@ -1,0 +1,99 @@
+"""Cross-attention of a translation, to look at (a heatmap) and to use (word alignments).
+
+The weights are recomputed after decoding by one teacher-forced pass over the chosen output, with
+a hook on one decoder layer's cross-attention: decoding itself keeps using fused attention, which
+never materialises the weights.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from mt.errors import UserError
+from mt.tokenizer import END, START
+
+
+def _weights(attn, x: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, H, T, S) softmax weights of a cross-attention module for queries x over memory."""
+    d = x.size(-1)
+    w_q, w_kv = attn.qkv.weight.split([d, 2 * d])
+    b_q, b_kv = attn.qkv.bias.split([d, 2 * d]) if attn.qkv.bias is not None else (None, None)
+    q = attn._heads(F.linear(x, w_q, b_q))
+    k = attn._heads(F.linear(memory, w_kv, b_kv).split(d, dim=2)[0])
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
+    return scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+
+
+@torch.no_grad()
+def cross_attention(model, src_ids: list[int], tgt_ids: list[int], layer: int = -1, head: int | None = None) -> torch.Tensor:
+    """(T, S) attention of each output token (tgt_ids then <END>) over the source (src_ids then
+    <END>), in decoder layer `layer`, averaged over heads unless `head` is given."""
+    n_layers = len(model.decoder)
+    if not -n_layers <= layer < n_layers:
+        raise UserError(f"--layer must be in [{-n_layers}, {n_layers - 1}] for this {n_layers}-layer decoder, got {layer}")
+    if head is not None and not 0 <= head < model.n_head:
+        raise UserError(f"--head must be in [0, {model.n_head - 1}], got {head}")
+    device = next(model.parameters()).device
+    src = torch.tensor([src_ids + [END]], device=device)
+    tgt_in = torch.tensor([[START] + tgt_ids], device=device)
+    captured = []
+
+    def hook(module, args, kwargs, output):
+        captured.append(_weights(module, args[0], kwargs["memory"], kwargs["mask"]))
+
+    handle = model.decoder[layer].cross.register_forward_hook(hook, with_kwargs=True)
+    try:
+        memory, mask = model.encode(src)
+        model.decode(tgt_in, memory, mask)
+    finally:
+        handle.remove()
+    weights = captured[0][0].float()  # (H, T, S)
+    return (weights.mean(dim=0) if head is None else weights[head]).cpu()
+
+
+def word_alignment(weights: torch.Tensor, src_pieces: list[str], tgt_pieces: list[str]) -> list[tuple[int, int]]:
+    """Pharaoh-style (source word, target word) pairs: each target subword is linked to the source
+    subword it attends to most, and subwords are mapped to the words they belong to (a piece
+    starting with '▁' starts a word). <END> rows and columns are left out."""
+    src_word, tgt_word = _word_index(src_pieces), _word_index(tgt_pieces)
+    links = set()
+    for j in range(len(tgt_pieces)):
+        i = int(weights[j, : len(src_pieces)].argmax())
+        links.add((src_word[i], tgt_word[j]))
+    return sorted(links)
+
+
+def _word_index(pieces: list[str]) -> list[int]:
+    index, word = [], -1
+    for p in pieces:
+        if p.startswith("▁") or word < 0:
+            word += 1
+        index.append(word)
+    return index
+
+
+def save_heatmap(weights: torch.Tensor, src_pieces: list[str], tgt_pieces: list[str], path: str | Path, title: str = "") -> None:
+    """A heatmap of (T, S) weights with the subwords on the axes, written as an image to `path`."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UserError('pictures need matplotlib, an optional extra: pip install "mt[plot]"') from None
+    cols, rows = src_pieces + ["</s>"], tgt_pieces + ["</s>"]
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(cols) + 1.5), max(3.0, 0.4 * len(rows) + 1.2)))
+    ax.imshow(weights.numpy(), cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(cols)), cols, rotation=60, ha="right")
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_xlabel("source subwords")
+    ax.set_ylabel("output subwords")
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,159 @@
+"""CTranslate2: export a trained run to a CTranslate2 model directory, and translate with it.
+
+mt's pre-LayerNorm Transformer (fused self-attention QKV, cross-attention split into query and
+key/value rows, GELU feed-forward, sqrt(D)-scaled tied embeddings) maps weight for weight onto
+CTranslate2's TransformerSpec. The export directory also holds the run's tokenizer and config, so
+`python -m mt.translate --engine ctranslate2 --model DIR` needs nothing else. ctranslate2 is an
+optional extra: pip install "mt[ctranslate2]".
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+
+from mt.config import config_from_dict
+from mt.errors import UserError
+from mt.options import DecodeOptions
+from mt.tokenizer import META_FILE, SPECIALS, SPM_FILE, load_tokenizer
+
+CONFIG_FILE = "mt_config.json"
+
+
+def _require():
+    try:
+        import ctranslate2
+    except ImportError:
+        raise UserError('this needs CTranslate2, an optional extra: pip install "mt[ctranslate2]"') from None
+    return ctranslate2
+
+
+def _array(t: torch.Tensor):
+    return t.detach().float().cpu().numpy()
+
+
+def _linear(target, layer, weight=None, bias=None) -> None:
+    target.weight = _array(layer.weight if weight is None else weight)
+    b = layer.bias if weight is None else bias
+    if b is not None:
+        target.bias = _array(b)
+
+
+def _norm(target, ln) -> None:
+    target.gamma = _array(ln.weight)
+    target.beta = _array(ln.bias) if ln.bias is not None else _array(torch.zeros_like(ln.weight))
+
+
+def _block(target, block) -> None:
+    """Self-attention and feed-forward of one encoder or decoder layer."""
+    _norm(target.self_attention.layer_norm, block.ln_attn)
+    _linear(target.self_attention.linear[0], block.attn.qkv)
+    _linear(target.self_attention.linear[1], block.attn.proj)
+    _norm(target.ffn.layer_norm, block.ln_ff)
+    _linear(target.ffn.linear_0, block.ff.up)
+    _linear(target.ffn.linear_1, block.ff.down)
+
+
+def _cross(target, block, d: int) -> None:
+    _norm(target.layer_norm, block.ln_cross)
+    w_q, w_kv = block.cross.qkv.weight.split([d, 2 * d])
+    b_q, b_kv = block.cross.qkv.bias.split([d, 2 * d]) if block.cross.qkv.bias is not None else (None, None)
+    _linear(target.linear[0], block.cross.qkv, w_q, b_q)
+    _linear(target.linear[1], block.cross.qkv, w_kv, b_kv)
+    _linear(target.linear[2], block.cross.proj)
+
+
+def model_spec(model, vocab: list[str]):
+    """The CTranslate2 TransformerSpec holding `model`'s weights."""
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    spec = transformer_spec.TransformerSpec.from_config(
+        (len(model.encoder), len(model.decoder)), model.n_head, pre_norm=True, activation=common_spec.Activation.GELU)
+    d = model.ln_enc.weight.numel()
+    tokens, positions = _array(model.embed.tokens.weight), _array(model.embed.positions.table)
+    for side in (spec.encoder, spec.decoder):
+        side.scale_embeddings = model.embed.scale != 1.0  # CTranslate2 scales by sqrt(D), as mt does
+        side.position_encodings.encodings = positions  # the table itself: learned or sinusoidal alike
+    spec.encoder.embeddings[0].weight = tokens
+    spec.decoder.embeddings.weight = tokens
+    _norm(spec.encoder.layer_norm, model.ln_enc)
+    _norm(spec.decoder.layer_norm, model.ln_dec)
+    spec.decoder.projection.weight = _array(model.head.weight)
+    for target, block in zip(spec.encoder.layer, model.encoder):
+        _block(target, block)
+    for target, block in zip(spec.decoder.layer, model.decoder):
+        _block(target, block)
+        _cross(target.attention, block, d)
+    spec.register_source_vocabulary(vocab)
+    spec.register_target_vocabulary(vocab)
+    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = SPECIALS[1], SPECIALS[2], SPECIALS[3]
+    spec.config.decoder_start_token = SPECIALS[2]
+    return spec
+
+
+def export(run_dir: str | Path, out_dir: str | Path, quantization: str | None = None) -> Path:
+    """Write run_dir's model as a CTranslate2 model directory with the tokenizer and config beside it."""
+    _require()
+    from mt.checkpoint import load_run
+
+    cfg, tokenizer, model = load_run(run_dir, "cpu")
+    if cfg.model.arch != "transformer" or not hasattr(tokenizer, "sp"):
+        raise UserError(f"{run_dir}: only translation models with a SentencePiece tokenizer export to CTranslate2")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise UserError(f"{out_dir} exists and is not empty; choose a new --out folder")
+    spec = model_spec(model, [tokenizer.sp.id_to_piece(i) for i in range(tokenizer.vocab_size)])
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spec.save(str(out_dir))
+    src = Path(run_dir).parent if Path(run_dir).is_file() else Path(run_dir)
+    for name in (SPM_FILE, META_FILE):
+        shutil.copyfile(src / name, out_dir / name)
+    (out_dir / CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2))
+    return out_dir
+
+
+class CTranslate2Translator:
+    """An exported model behind the same `translate` call as mt's Translator."""
+
+    def __init__(self, model_dir: str | Path, device: str = "cpu", threads: int = 0):
+        ctranslate2 = _require()
+        model_dir = Path(model_dir)
+        if not (model_dir / "model.bin").is_file() or not (model_dir / CONFIG_FILE).is_file():
+            raise UserError(f"{model_dir} is not a CTranslate2 export of mt; make one with: "
+                            f"python -m mt.export --model RUN_DIR --format ctranslate2 --out {model_dir}")
+        self.cfg = config_from_dict(json.loads((model_dir / CONFIG_FILE).read_text()), str(model_dir / CONFIG_FILE))
+        self.tokenizer = load_tokenizer(model_dir)
+        self.options: DecodeOptions = self.cfg.decode
+        self.max_src_tokens = self.cfg.data.max_len
+        threads = threads or torch.get_num_threads()
+        self.engine = ctranslate2.Translator(str(model_dir), device="cuda" if device == "cuda" else "cpu",
+                                             intra_threads=threads, inter_threads=1)
+
+    def translate(self, sentences: list[str], options: DecodeOptions | None = None, *, batch_size: int = 64,
+                  hypotheses: bool = False, **changes):
+        from mt.translator import Hypothesis
+
+        o = (options or self.options).replace(**changes)
+        if o.sampling:
+            import ctranslate2
+
+            ctranslate2.set_random_seed(o.seed)
+        pieces = [self.tokenizer.sp.encode(s, out_type=str)[: self.max_src_tokens] for s in sentences]
+        todo = [i for i, p in enumerate(pieces) if p]
+        found = [[Hypothesis("", 0.0, [])] for _ in sentences]
+        results = self.engine.translate_batch(
+            [pieces[i] + [SPECIALS[3]] for i in todo], max_batch_size=batch_size, beam_size=o.beam,
+            num_hypotheses=o.n_best, length_penalty=o.length_penalty, return_scores=True,
+            max_decoding_length=o.max_len or self.cfg.data.max_len, suppress_sequences=[[SPECIALS[0]], [SPECIALS[2]]],
+            sampling_topk=(o.top_k or 0) if o.sampling else 1, sampling_topp=o.top_p or 1.0,
+            sampling_temperature=o.temperature or 1.0,
+        )
+        for i, r in zip(todo, results):
+            found[i] = [Hypothesis(self.tokenizer.sp.decode_pieces(h), s, [self.tokenizer.sp.piece_to_id(p) for p in h])
+                        for h, s in zip(r.hypotheses, r.scores)]
+        return found if hypotheses else [h[0].text for h in found]

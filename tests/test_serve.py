@@ -1,0 +1,144 @@
+"""The translation server, started for real on a free loopback port: every endpoint and limit,
+batching of concurrent requests, a client that goes away, and a clean stop on SIGTERM."""
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from conftest import cli
+
+httpx = pytest.importorskip("httpx", reason="the dev extra is not installed (pip install -e '.[dev]')")
+pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'mt[serve]'); .ci/run installs it")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(run_dir, *flags):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "mt.serve", "--model", str(run_dir), "--port", str(port), *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("the server did not become ready in 30 s")
+
+
+@pytest.fixture(scope="module")
+def server(run_dir):
+    proc, url = start_server(run_dir, "--max-sentences", "8", "--max-chars", "200", "--batch-wait-ms", "20")
+    yield url
+    stop(proc)
+    assert "serving on http://127.0.0.1:" in proc.stdout.read()  # loopback unless told otherwise
+
+
+def stop(proc):
+    """SIGTERM: uvicorn drains, then ends by the signal it was sent, as servers do; no traceback."""
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) in (0, -signal.SIGTERM)
+    assert "Traceback" not in proc.stderr.read()
+
+
+def post(url, body, **kw):
+    return httpx.post(f"{url}/translate", content=body if isinstance(body, (bytes, str)) else json.dumps(body), timeout=30, **kw)
+
+
+def test_health_info_and_page(server):
+    assert httpx.get(f"{server}/health").json() == {"status": "ready"}
+    info = httpx.get(f"{server}/info").json()
+    assert info["source_language"] == "fr" and info["target_language"] == "en" and info["parameters"] > 1000
+    assert info["decoding_defaults"]["beam"] == 5 and "top_p" in info["decoding_options"]
+    page = httpx.get(f"{server}/")
+    assert page.status_code == 200 and 'id="translate"' in page.text
+
+
+def test_translations_come_back_in_order_and_match_the_command(server, run_dir):
+    lines = ["le chat noir", "", "le chien blanc", "la femme rouge"]
+    answer = post(server, {"text": lines, "beam": 1}).json()
+    expected = cli("mt.translate", "--model", str(run_dir), "--greedy", *lines).stdout.split("\n")[:-1]
+    assert answer["translations"] == expected and answer["translations"][1] == ""
+    assert answer["options"]["beam"] == 1 and answer["seconds"] >= 0
+    assert post(server, {"text": "le chat noir"}).json()["translations"] == ["the black cat"]
+    nbest = post(server, {"text": ["le chat noir"], "beam": 3, "n_best": 2}).json()["n_best"][0]
+    assert len(nbest) == 2 and nbest[0]["score"] >= nbest[1]["score"]
+
+
+@pytest.mark.parametrize("body, status, words", [
+    (b"{not json", 422, "not valid JSON"),
+    (b"\xff\xfe", 422, "not valid JSON"),
+    ({"txt": "bonjour"}, 422, '"text"'),
+    ({"text": 5}, 422, "a string or a list of strings"),
+    ({"text": ["a", 5]}, 422, "a string or a list of strings"),
+    ({"text": ["le chat"] * 9}, 413, "the limit is 8 (--max-sentences)"),
+    ({"text": "x" * 201}, 413, "the limit is 200 (--max-chars)"),
+    ({"text": "le chat", "beam": 0}, 422, "beam must be >= 1"),
+    ({"text": "le chat", "beem": 2}, 422, "unknown decoding option(s) beem"),
+    ({"text": "le chat", "top_k": 0, "temperature": 1}, 422, "top_k must be a positive"),
+])
+def test_bad_requests_get_a_json_error_saying_what_is_wrong(server, body, status, words):
+    response = post(server, body)
+    assert response.status_code == status and words in response.json()["error"]
+
+
+def test_concurrent_requests_are_batched_and_keep_their_own_options(server):
+    before = httpx.get(f"{server}/info").json()
+    cases = [({"text": ["le chat noir", "le chien blanc"], "beam": b}) for b in (1, 2, 3)] * 6
+    expected = {b: post(server, {"text": ["le chat noir", "le chien blanc"], "beam": b}).json()["translations"] for b in (1, 2, 3)}
+    results = [None] * len(cases)
+
+    def ask(i):
+        results[i] = post(server, cases[i]).json()
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for case, result in zip(cases, results):
+        assert result["translations"] == expected[case["beam"]] and result["options"]["beam"] == case["beam"]
+    after = httpx.get(f"{server}/info").json()
+    requests = after["requests_served"] - before["requests_served"]
+    assert requests == len(cases) + 3 and after["batches_decoded"] - before["batches_decoded"] < requests
+
+
+def test_a_client_that_goes_away_does_not_stall_the_server(server):
+    host, port = server.removeprefix("http://").split(":")
+    body = json.dumps({"text": ["le chat noir"] * 8, "beam": 5}).encode()
+    for _ in range(3):
+        with socket.create_connection((host, int(port))) as s:
+            s.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    assert post(server, {"text": "le chien blanc", "beam": 1}).json()["translations"] == ["the white dog"]
+
+
+def test_sigterm_finishes_the_request_in_flight(run_dir):
+    proc, url = start_server(run_dir, "--batch-wait-ms", "1500")  # the request waits 1.5 s in the batcher
+    answer = {}
+    thread = threading.Thread(target=lambda: answer.update(r=post(url, {"text": ["le chat noir et le chien blanc"] * 60, "beam": 5})))
+    thread.start()
+    time.sleep(0.5)
+    assert thread.is_alive()  # still waiting for its answer when the signal comes
+    proc.send_signal(signal.SIGTERM)
+    thread.join(timeout=60)
+    assert answer["r"].status_code == 200 and len(answer["r"].json()["translations"]) == 60
+    assert proc.wait(timeout=30) in (0, -signal.SIGTERM) and "Traceback" not in proc.stderr.read()
+
+
+def test_bad_server_flags_are_a_one_line_error():
+    result = subprocess.run([sys.executable, "-m", "mt.serve", "--max-chars", "0"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "must be positive" in result.stderr

@@ -1,0 +1,54 @@
+"""The web page in a real headless browser (Debian's Chromium, driven by Selenium through Debian's
+chromedriver): type a sentence, press Translate, read the translation off the page, screenshot it."""
+
+import shutil
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'mt[serve]'); .ci/run installs it")
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[dev]')")
+from test_serve import start_server, stop  # noqa: E402
+
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+if not (CHROMIUM and CHROMEDRIVER):
+    pytest.skip("Chromium is not installed: apt-get install chromium chromium-driver (.ci/run does this)",
+                allow_module_level=True)
+
+
+def browser(tmp_path):
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={tmp_path / 'profile'}", "--window-size=900,700"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def test_translate_from_the_page(run_dir, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    proc, url = start_server(run_dir)
+    driver = browser(tmp_path)
+    try:
+        driver.get(url + "/")
+        wait = WebDriverWait(driver, 30)
+        wait.until(lambda d: "fr → en" in d.find_element(By.ID, "about").text)
+        source = driver.find_element(By.ID, "source")
+        source.clear()
+        source.send_keys("le chat noir\nle chien blanc")
+        driver.find_element(By.CSS_SELECTOR, "input[value=greedy]").click()
+        driver.find_element(By.ID, "translate").click()
+        wait.until(lambda d: d.find_element(By.ID, "output").text.strip())
+        assert driver.find_element(By.ID, "output").text.splitlines() == ["the black cat", "the white dog"]
+        assert driver.find_element(By.ID, "timing").text.startswith("greedy: decoded in")
+        assert driver.find_element(By.ID, "error").text == ""
+        shot = tmp_path / "page.png"
+        driver.save_screenshot(str(shot))
+        assert shot.read_bytes()[:4] == b"\x89PNG" and shot.stat().st_size > 10_000
+    finally:
+        driver.quit()
+        stop(proc)
