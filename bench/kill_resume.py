@@ -4,6 +4,7 @@ final weights, optimizer state, data position and metrics equal an uninterrupted
     python bench/kill_resume.py --task lm --kills 20
     python bench/kill_resume.py --task translation --kills 20
     python bench/kill_resume.py --task sampling --kills 20      # translation with subword sampling
+    python bench/kill_resume.py --task lm --processes 2         # two torchrun processes (gloo), killed together
 
 Each kill lands wherever the run happens to be: in a step, in an evaluation, in a checkpoint write,
 or while starting up. Tiny models on synthetic data in a temporary folder; CPU, a few minutes.
@@ -54,22 +55,25 @@ def task_args(task: str, folder: Path) -> list[str]:
             "train.eval_every=4"]
 
 
-def start(args: list[str], out: Path, env: dict) -> subprocess.Popen:
+def start(args: list[str], out: Path, env: dict, processes: int = 1) -> subprocess.Popen:
+    """mt.train, or torchrun with `processes` workers, in a session of its own (so a kill reaches them all)."""
     resume = ["--resume"] if (out / "last.pt").is_file() else []
-    return subprocess.Popen([sys.executable, "-m", "mt.train", *args, f"out_dir={out}", *resume], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"] if processes > 1 else []
+    return subprocess.Popen([sys.executable, *launcher, "-m", "mt.train", *args, f"out_dir={out}", *resume], cwd=REPO,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def run_killed(args: list[str], out: Path, kills: int, longest: float, env: dict, rng: random.Random) -> int:
+def run_killed(args: list[str], out: Path, kills: int, longest: float, env: dict, rng: random.Random,
+               processes: int = 1) -> int:
     """Start, kill at a random moment, resume, ... `kills` times; then resume to the end. Returns
     how many kills landed before their run finished."""
     landed = 0
     for _ in range(kills):
-        proc = start(args, out, env)
+        proc = start(args, out, env, processes)
         try:
             proc.wait(timeout=rng.uniform(0.3, 0.75 * longest))  # often enough before the end
         except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGKILL)  # the launcher and every worker at once, as a power cut would
             proc.wait()
             landed += 1
             continue
@@ -77,7 +81,7 @@ def run_killed(args: list[str], out: Path, kills: int, longest: float, env: dict
             raise SystemExit(f"a run between kills failed:\n{proc.stderr.read()[-2000:]}")
         if not (out / "last.pt").is_file() or load_checkpoint(out / "last.pt")["step"] >= int(_arg(args, "train.max_steps")):
             break
-    proc = start(args, out, env)
+    proc = start(args, out, env, processes)
     if proc.wait() != 0:
         raise SystemExit(f"the final resume failed:\n{proc.stderr.read()[-2000:]}")
     return landed
@@ -111,6 +115,7 @@ def main(argv=None) -> int:
     p.add_argument("--task", choices=["lm", "translation", "sampling"], default="lm")
     p.add_argument("--kills", type=int, default=20)
     p.add_argument("--seed", type=int, default=0, help="where the kills land")
+    p.add_argument("--processes", type=int, default=1, help="train with torchrun and this many gloo processes")
     args = p.parse_args(argv)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as tmp:
@@ -118,14 +123,15 @@ def main(argv=None) -> int:
         env["MT_DATA_DIR"] = str(folder / "data")
         train_args = task_args(args.task, folder)
         began = time.monotonic()
-        straight = start(train_args, folder / "straight", env)
+        straight = start(train_args, folder / "straight", env, args.processes)
         if straight.wait() != 0:
             raise SystemExit(f"the uninterrupted run failed:\n{straight.stderr.read()[-2000:]}")
         longest = time.monotonic() - began
-        landed = run_killed(train_args, folder / "killed", args.kills, longest, env, random.Random(args.seed))
+        landed = run_killed(train_args, folder / "killed", args.kills, longest, env, random.Random(args.seed), args.processes)
         found = differences(folder / "straight", folder / "killed")
     verdict = "identical" if not found else "DIFFERENT: " + "; ".join(found[:5])
-    print(f"{args.task}: {landed} of {args.kills} kills landed before their run ended; "
+    label = args.task + (f" x {args.processes} processes" if args.processes > 1 else "")
+    print(f"{label}: {landed} of {args.kills} kills landed before their run ended; "
           f"final state {verdict} to the uninterrupted run ({longest:.1f} s)")
     return 1 if found else 0
 

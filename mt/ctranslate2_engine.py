@@ -154,6 +154,6 @@ class CTranslate2Translator:
             sampling_temperature=o.temperature or 1.0,
         )
         for i, r in zip(todo, results):
-            found[i] = [Hypothesis(self.tokenizer.sp.decode_pieces(h), s, [self.tokenizer.sp.piece_to_id(p) for p in h])
+            found[i] = [Hypothesis(self.tokenizer.sp.decode_pieces(h), s, [self.tokenizer.sp.piece_to_id(p) for p in h], h)
                         for h, s in zip(r.hypotheses, r.scores)]
         return found if hypotheses else [h[0].text for h in found]

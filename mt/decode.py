@@ -75,6 +75,8 @@ def _finished_every(device: torch.device) -> int:
 
 def _only_end(logp: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """`logp` with `rows` forced to produce <END> (a sentence at its length limit)."""
+    if logp.device.type == "cpu" and not bool(rows.any()):  # the usual case; reading it is free on CPU
+        return logp
     end_only = torch.full_like(logp[0], float("-inf"))
     end_only[END] = 0.0
     return torch.where(rows[:, None], end_only, logp)
@@ -111,16 +113,17 @@ class Decoder:
     def cached(self) -> bool:
         return self.caches[0] is not None
 
-    def step(self, tokens: torch.Tensor, last_only: bool = True) -> torch.Tensor:
+    def step(self, tokens: torch.Tensor, last_only: bool = True, normalize: bool = True) -> torch.Tensor:
         """(B, 1) newest tokens (or, without a cache, (B, T) whole prefixes) -> (B, V) float
         log-probabilities of the next token, or (B, T, V) for every position with last_only=False;
-        <pad> and <START> are never produced."""
+        <pad> and <START> are never produced. normalize=False leaves one model's logits as they
+        are (greedy needs only their argmax and logsumexp)."""
         outs = []
         for model, memory, mask, cache in zip(self.models, self.memories, self.masks, self.caches):
             logits = model.decode(tokens, memory, mask, cache)
             logits = (logits[:, -1] if last_only else logits).float()
             logits[..., PAD] = logits[..., START] = float("-inf")  # plain slices: no index tensor to copy over
-            outs.append(logits.log_softmax(dim=-1))
+            outs.append(logits.log_softmax(dim=-1) if normalize or len(self.models) > 1 else logits)
         if len(outs) == 1:
             return outs[0]
         return torch.logsumexp(torch.stack(outs), dim=0) - math.log(len(outs))
@@ -184,9 +187,15 @@ def greedy_or_sample(
     check_every = _finished_every(src.device)
     for t in range(steps):
         inputs = tokens if state.cached else torch.cat([torch.full_like(tokens, START), out[live, :t]], dim=1)
-        logp = _only_end(state.step(inputs), limits[live] == t + 1)  # (b, V)
-        nxt = torch.where(done, PAD, pick_next(logp, temperature, top_k, top_p, generator))  # (b,)
-        score[live] += torch.where(done, 0.0, logp.gather(1, nxt[:, None]).squeeze(1))
+        forced = limits[live] == t + 1  # at the length limit: <END>
+        if temperature > 0:
+            logp = _only_end(state.step(inputs), forced)  # (b, V)
+            nxt = pick_next(logp, temperature, top_k, top_p, generator)
+            gain = logp.gather(1, nxt[:, None]).squeeze(1)
+        else:
+            nxt, gain = _greedy_pick(state.step(inputs, normalize=False), forced)
+        nxt = torch.where(done, PAD, nxt)  # (b,)
+        score[live] += torch.where(done, 0.0, gain)
         out[live, t] = nxt
         done |= nxt == END
         if (t + 1) % check_every == 0:
@@ -199,6 +208,14 @@ def greedy_or_sample(
                 live, nxt, done = live[rows], nxt[rows], done[rows]
         tokens = nxt[:, None]
     return [_until_end(row) for row in out.tolist()], score
+
+
+def _greedy_pick(logits: torch.Tensor, forced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy without a log-softmax over the vocabulary: the argmax of the (B, V) logits, and its
+    log-probability as its logit minus their logsumexp (0 where <END> is forced)."""
+    nxt = torch.where(forced, END, logits.argmax(dim=-1))
+    gain = logits.gather(1, nxt[:, None]).squeeze(1) - logits.logsumexp(dim=-1)
+    return nxt, torch.where(forced, 0.0, gain)
 
 
 def _until_end(ids: list[int]) -> list[int]:

@@ -25,6 +25,7 @@ class KVCache:
     def __init__(self, batch: int, n_head: int, max_len: int, head_dim: int, device, dtype):
         self.k = torch.empty(batch, n_head, max_len, head_dim, device=device, dtype=dtype)
         self.v = torch.empty_like(self.k)
+        self.spare: tuple[torch.Tensor, torch.Tensor] | None = None  # reorder's second buffer
         self.len = 0
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -36,14 +37,15 @@ class KVCache:
 
     def reorder(self, index: torch.Tensor) -> None:
         """Keep rows `index` of the batch (beam search reorders hypotheses; finished sentences
-        leave the batch). Only the
-        filled positions are copied, straight into a new buffer: the copy was a third of beam
-        search's time when it took the whole preallocated length."""
-        shape = (index.numel(), *self.k.shape[1:])  # fewer rows when finished sentences leave
-        k, v, n = self.k.new_empty(shape), self.v.new_empty(shape), self.len
+        leave the batch). Only the filled positions are copied, into a second buffer that then
+        swaps with the first: a fresh buffer every step cost more in page faults than the copy."""
+        if self.spare is None:
+            self.spare = (torch.empty_like(self.k), torch.empty_like(self.v))
+        rows, n = index.numel(), self.len
+        k, v = self.spare[0][:rows], self.spare[1][:rows]  # rows only ever shrink: the buffers fit
         torch.index_select(self.k[:, :, :n], 0, index, out=k[:, :, :n])
         torch.index_select(self.v[:, :, :n], 0, index, out=v[:, :, :n])
-        self.k, self.v = k, v
+        self.spare, self.k, self.v = (self.k, self.v), k, v
 
 
 def _sdpa(q, k, v, **kwargs) -> torch.Tensor:
@@ -70,6 +72,7 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
         self.resid_dropout = nn.Dropout(dropout)
+        self.query: nn.Module | None = None  # cross-attention's query rows as a module of their own (int8 inference)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
@@ -85,7 +88,7 @@ class Attention(nn.Module):
         else:
             w_q, w_kv = self.qkv.weight.split([d, 2 * d])
             b_q, b_kv = self.qkv.bias.split([d, 2 * d]) if self.qkv.bias is not None else (None, None)
-            q = F.linear(x, w_q, b_q)
+            q = self.query(x) if self.query is not None else F.linear(x, w_q, b_q)
             if cache is not None and cache.len:  # memory keys/values were computed at the first step
                 k, v = cache.k, cache.v
             else:

@@ -8,11 +8,25 @@ import torch.nn as nn
 from mt.errors import UserError
 
 
+def _split_cross_queries(model: nn.Module) -> None:
+    """Give each cross-attention its query rows as a Linear of their own, so that they quantize: the
+    fused projection is used by slicing its weight, which a quantized module cannot be."""
+    for name, m in model.named_modules():
+        if name.endswith(".cross") and hasattr(m, "qkv"):
+            d = m.qkv.weight.size(1)
+            query = nn.Linear(d, d, bias=m.qkv.bias is not None)
+            query.weight.data.copy_(m.qkv.weight.data[:d])
+            if m.qkv.bias is not None:
+                query.bias.data.copy_(m.qkv.bias.data[:d])
+            m.query = query
+
+
 def quantize_int8(model: nn.Module) -> nn.Module:
-    """Weights to int8, activations quantized on the fly. Cross-attention's fused projection stays
-    in float: it is used by slicing its weight into query and key/value rows."""
+    """Weights to int8, activations quantized on the fly. Cross-attention's keys and values (computed
+    once per sentence) stay in float."""
     if next(model.parameters()).device.type != "cpu":
         raise UserError("--quantize int8 is for CPU inference; drop it or use --device cpu")
+    _split_cross_queries(model)
     names = {name for name, m in model.named_modules() if isinstance(m, nn.Linear) and not name.endswith("cross.qkv")}
     with warnings.catch_warnings():  # PyTorch marks its quantized tensor types as deprecated
         warnings.simplefilter("ignore")

@@ -51,7 +51,9 @@ def translation_report(cfg: Config, run_dir: Path, device: str, log=None) -> dic
     model = f" --model {run_dir}" if str(run_dir) != "runs/fr_en" else ""
     print(f"results in {run_dir / RESULTS}; next:\n"
           f"  python -m mt.translate{model} \"{demo or 'your sentence'}\"\n"
-          f"  python -m mt.evaluate{model} --split test", file=log)
+          f"  python -m mt.evaluate{model} --split test\n"
+          f"  python -m mt.serve{model}      # a web page and a JSON API on http://127.0.0.1:8000\n"
+          f"  python -m mt.plot {run_dir}      # the learning curves as a picture", file=log)
     return results
 
 

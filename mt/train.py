@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from mt.lm import LanguageModelTask
 from mt.model import build_model
 from mt.optim import lr_at, make_optimizer
 from mt.report import language_model_report, translation_report
+from mt.stopping import StopFlag, StopPolicy, expected_last_step
 from mt.task import Task
 
 # Recipe sections that must not change when a run is resumed (train.* and decode.* may), and
@@ -48,34 +48,6 @@ def build_task(cfg: Config, run_dir: Path, device: torch.device, reuse_tokenizer
 
         return TranslationTask(cfg, run_dir, device, reuse_tokenizer, world)
     return LanguageModelTask(cfg, run_dir, device, reuse_tokenizer, world)
-
-
-def expected_last_step(step: int, first_step: int, seconds: float, seconds_left: float, max_steps: int) -> int:
-    """The step training will stop at: max_steps, or sooner where the time budget runs out first at
-    the pace so far (evaluations included), so the progress bar's total and ETA tell the truth."""
-    if seconds_left == float("inf") or step <= first_step or seconds <= 0:
-        return max_steps
-    pace = seconds / (step - first_step)
-    return max(step, min(max_steps, step + int(max(seconds_left, 0.0) / pace)))
-
-
-class StopFlag:
-    """The first Ctrl-C asks the loop to stop after the current step; a second one aborts."""
-
-    def __init__(self):
-        self.requested = False
-
-    def __enter__(self):
-        self.previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-
-    def __exit__(self, *exc):
-        signal.signal(signal.SIGINT, self.previous)
 
 
 def _check_resumable(cfg: Config, saved: dict, run_dir: Path) -> None:
@@ -132,6 +104,13 @@ class RunState:
     bad_evals: int = 0  # evaluations since it last improved
 
 
+def step_seed(seed: int, rank: int, step: int) -> int:
+    """The seed of one step's dropout masks on one rank. Reseeding every step (microseconds) makes
+    the masks a function of (seed, rank, step): a resumed run, on any number of processes, draws
+    what an uninterrupted one would, with no generator state to save or gather from the ranks."""
+    return ((seed * 1_000_003 + rank) * 1_000_033 + step) % 2**63
+
+
 class Meter:
     """Tokens and training losses since the last reset: tokens/s and the mean loss. The losses stay
     on the device, so reading them (a sync) happens only when asked."""
@@ -180,20 +159,12 @@ def _build(cfg: Config, world: distributed.World, device: torch.device, resume: 
     task = task or build_task(cfg, cfg.run_dir, device, True, world)
     model = build_model(cfg, task.vocab_size).to(device)  # the same start on every rank (DDP broadcasts it too)
     optimizer = make_optimizer(model, cfg.train)
-    if world.size > 1:  # each rank its own dropout masks
-        torch.manual_seed(cfg.seed + 1_000_003 * world.rank)
     if not ckpt:
         return task, model, optimizer, RunState()
     model.load_state_dict(ckpt["model"])
     optimizer.load_state_dict(ckpt["optimizer"])
     task.load_state_dict(ckpt["task"])
     state = RunState(ckpt["step"], ckpt["elapsed_s"], ckpt["best"], ckpt["bad_evals"])
-    if world.size == 1:
-        torch.set_rng_state(ckpt["rng"]["torch"])
-        if device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
-            torch.cuda.set_rng_state(ckpt["rng"]["cuda"])
-    else:  # the checkpoint holds rank 0's generator only: every rank reseeds its own
-        torch.manual_seed(cfg.seed + 1_000_003 * world.rank + state.step)
     return task, model, optimizer, state
 
 
@@ -230,7 +201,6 @@ class Trainer:
         self.precision = autocast(device, self.tc.precision)
         self.eval_precision = autocast(device, inference_precision(device) if device.type == "cpu" else self.tc.precision)
         self.log = print if world.is_main else (lambda *a, **k: None)
-        self.budget_s = self.tc.max_minutes * 60 if self.tc.max_minutes else float("inf")
         n_params = sum(p.numel() for p in model.parameters())
         block = f", recipe's {cfg.device_block} block applied" if cfg.device_block else ""
         self.log(f"{cfg.name}: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, vocab {task.vocab_size}, on {device}"
@@ -243,10 +213,9 @@ class Trainer:
         return self.state.elapsed_s + time.monotonic() - self.started
 
     def checkpoint_state(self) -> dict:
-        s, cuda = self.state, self.device.type == "cuda"
+        s = self.state
         return {
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "task": self.task.state_dict(),
-            "rng": {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if cuda else None},
             "step": s.step, "elapsed_s": self.elapsed(), "best": s.best, "bad_evals": s.bad_evals, "config": self.cfg.to_dict(),
         }
 
@@ -298,72 +267,66 @@ class Trainer:
         return metrics, improved
 
     def run(self) -> tuple[dict, bool]:
-        """Train until a stop; returns the last evaluation's metrics and whether Ctrl-C stopped it."""
-        s, tc, world, device = self.state, self.tc, self.world, self.device
+        """Train until the stop policy says so; returns the last evaluation's metrics and whether
+        Ctrl-C stopped it (then last.pt is saved at once: an evaluation could take minutes)."""
+        s, tc, world = self.state, self.tc, self.world
         metrics, first_step = {}, s.step
-        since_eval, since_log = Meter(device), Meter(device)
+        since_eval, since_log = Meter(self.device), Meter(self.device)
         bar = tqdm(total=tc.max_steps, initial=s.step, unit="step", dynamic_ncols=True, file=sys.stderr, disable=not world.is_main)
         # The batch stream is closed on the way out, which stops and joins its prefetch thread.
-        with StopFlag() as stop, contextlib.closing(self.task.train_batches()) as batches, contextlib.closing(self.board), \
+        with StopFlag() as flag, contextlib.closing(self.task.train_batches()) as batches, contextlib.closing(self.board), \
                 open(self.cfg.run_dir / "metrics.jsonl", "a") if world.is_main else contextlib.nullcontext() as metrics_file:
+            policy = StopPolicy(tc, world, self.device, flag)
             self.model.train()
-            while s.step < tc.max_steps:
-                lr = lr_at(s.step, tc, self.elapsed() / self.budget_s)
+            reason = None if s.step < tc.max_steps else "done"
+            while reason is None:
+                lr = lr_at(s.step, tc, policy.fraction_spent(self.elapsed()))
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
+                torch.manual_seed(step_seed(self.cfg.seed, world.rank, s.step))  # dropout: resumable, per rank
                 loss, n_tokens, grad_norm = self.train_step(batches)
                 s.step += 1
                 since_eval.add(loss, n_tokens)
                 since_log.add(loss, n_tokens)
                 if s.step % tc.log_every == 0:
-                    self.board.scalars("train", {"loss": loss.item(), "lr": lr, "tokens_per_s": since_log.tokens_per_s(),
-                                                 **({"grad_norm": grad_norm.item()} if grad_norm is not None else {})}, s.step)
-                    bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{since_log.tokens_per_s():,.0f}", refresh=False)
-                    bar.total = expected_last_step(s.step, first_step, time.monotonic() - self.started,
-                                                   self.budget_s - self.elapsed(), tc.max_steps)
-                    bar.update(s.step - bar.n)
-                    since_log.reset()
-                stop_now = self._stop_reason(stop, bar)
-                if stop_now == "interrupted":
-                    return metrics, True
-                eval_step = s.step % tc.eval_every == 0 or s.step == tc.max_steps
-                if not (eval_step or stop_now):
-                    continue
-                early_stop = False
-                if world.is_main:
-                    metrics, improved = self.evaluate_and_save(lr, since_eval, metrics_file)
-                    self.board.scalars("valid", {k: v for k, v in metrics.items() if k.startswith("val_")}, s.step)
-                    shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.startswith(("train_", "val_")))
-                    bar.write(f"step {s.step}: {shown}{'  (best)' if improved else ''}", file=sys.stderr)
-                    bar.update(s.step - bar.n)
-                    early_stop = tc.patience is not None and s.bad_evals >= tc.patience
-                if distributed.any_rank(world, early_stop, device):
-                    self.log(f"stopping early: no improvement in {tc.patience} evaluations", file=sys.stderr)
-                    break
-                since_eval.reset()
-                since_log.reset()  # evaluation time is not training time
-                if stop_now:
-                    self.log(f"stopping: train.max_minutes ({tc.max_minutes}) spent", file=sys.stderr)
-                    break
+                    self._log(bar, lr, loss, grad_norm, since_log, first_step, policy)
+                reason = policy.after_step(s.step, self.elapsed())
+                if reason == "interrupted":
+                    return metrics, self._interrupted(bar)
+                if s.step % tc.eval_every == 0 or reason:
+                    if world.is_main:
+                        metrics = self._evaluate(bar, lr, since_eval, metrics_file)
+                    reason = policy.after_evaluation(s.bad_evals) or reason
+                    since_eval.reset()
+                    since_log.reset()  # evaluation time is not training time
             bar.close()
+            self.log(policy.message(reason), file=sys.stderr)
         return metrics, False
 
-    def _stop_reason(self, stop: StopFlag, bar) -> str | None:
-        """'interrupted' (Ctrl-C; last.pt saved at once, as an evaluation could take minutes),
-        'out of time', or None. Ranks agree on stopping, comparing notes where a sync happens anyway."""
-        s, tc, world = self.state, self.tc, self.world
-        decide = world.size == 1 or s.step % tc.log_every == 0 or s.step % tc.eval_every == 0 or s.step == tc.max_steps
-        if not decide:
-            return None
-        if distributed.any_rank(world, stop.requested, self.device):
-            if world.is_main:
-                save_checkpoint(self.cfg.run_dir / LAST, self.checkpoint_state())
-            bar.close()
-            self.log(f"interrupted at step {s.step}; saved {self.cfg.run_dir / LAST}; continue with --resume", file=sys.stderr)
-            return "interrupted"
-        if distributed.any_rank(world, self.elapsed() >= self.budget_s, self.device):
-            return "out of time"
-        return None
+    def _log(self, bar, lr: float, loss, grad_norm, since_log: Meter, first_step: int, policy: StopPolicy) -> None:
+        s = self.state
+        self.board.scalars("train", {"loss": loss.item(), "lr": lr, "tokens_per_s": since_log.tokens_per_s(),
+                                     **({"grad_norm": grad_norm.item()} if grad_norm is not None else {})}, s.step)
+        bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{since_log.tokens_per_s():,.0f}", refresh=False)
+        bar.total = expected_last_step(s.step, first_step, time.monotonic() - self.started,
+                                       policy.seconds_left(self.elapsed()), self.tc.max_steps)
+        bar.update(s.step - bar.n)
+        since_log.reset()
+
+    def _evaluate(self, bar, lr: float, since_eval: Meter, metrics_file) -> dict:
+        metrics, improved = self.evaluate_and_save(lr, since_eval, metrics_file)
+        self.board.scalars("valid", {k: v for k, v in metrics.items() if k.startswith("val_")}, self.state.step)
+        shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.startswith(("train_", "val_")))
+        bar.write(f"step {self.state.step}: {shown}{'  (best)' if improved else ''}", file=sys.stderr)
+        bar.update(self.state.step - bar.n)
+        return metrics
+
+    def _interrupted(self, bar) -> bool:
+        if self.world.is_main:
+            save_checkpoint(self.cfg.run_dir / LAST, self.checkpoint_state())
+        bar.close()
+        self.log(f"interrupted at step {self.state.step}; saved {self.cfg.run_dir / LAST}; continue with --resume", file=sys.stderr)
+        return True
 
 
 def report(cfg: Config, run_dir: Path, device: torch.device) -> None:

@@ -70,7 +70,8 @@ def format_lines(lines, found, fmt: str, alignments=None) -> str:
             elif fmt == "tsv":
                 out.append(f"{index}\t{h.score:.4f}\t{text}{extra}")
             else:
-                row = {"index": index, "rank": rank, "score": round(h.score, 4), "source": lines[index], "text": text}
+                row = {"index": index, "rank": rank, "score": round(h.score, 4), "source": lines[index], "text": text,
+                       "tokens": h.tokens}
                 out.append(json.dumps(row | ({"alignment": alignments[index]} if alignments else {}), ensure_ascii=False))
             if fmt == "text":
                 break  # the best only: one line per input

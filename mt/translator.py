@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -30,6 +30,7 @@ class Hypothesis:
     text: str
     score: float  # beam search: log-probability / length penalty; greedy and sampling: log-probability
     ids: list[int]  # subword ids, without <END>
+    tokens: list[str] = field(default_factory=list)  # the subwords themselves
 
 
 def load_models(run_dirs, device: torch.device, quantize: str | None):
@@ -107,8 +108,12 @@ class Translator:
                                                    use_cache, o.max_len)
                     ids, scores = [[x] for x in best], score[:, None]
             for i, outs, row_scores in zip(rows, ids, scores.tolist()):
-                found[i] = [Hypothesis(self.tokenizer.decode(x), s, x) for x, s in zip(outs, row_scores)]
+                found[i] = [Hypothesis(self.tokenizer.decode(x), s, x, self.pieces(x)) for x, s in zip(outs, row_scores)]
         return found if hypotheses else [h[0].text for h in found]
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        piece = getattr(self.tokenizer, "sp", None)
+        return [piece.id_to_piece(i) for i in ids] if piece else [self.tokenizer.decode([i]) for i in ids]
 
     def score(self, sources: list[str], targets: list[str], batch_size: int = 64) -> list[tuple[float, int]]:
         """Each target's log-probability given its source under the model(s) (forced decoding), with

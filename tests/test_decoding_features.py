@@ -67,7 +67,7 @@ def test_api_returns_strings_or_hypotheses(run_dir):
     assert t.translate(["le chat noir", ""], beam=1) == ["the black cat", ""]
     found = t.translate(["le chat noir"], DecodeOptions(beam=3, n_best=3), hypotheses=True)[0]
     assert len(found) == 3 and found[0].text == "the black cat" and found[0].score >= found[1].score
-    assert t.tokenizer.decode(found[0].ids) == found[0].text
+    assert t.tokenizer.decode(found[0].ids) == found[0].text and "".join(found[0].tokens).replace("▁", " ").strip() == found[0].text
 
 
 def test_score_of_greedy_output_is_greedys_own_score_and_beam_scores_no_lower(run_dir, tmp_path):

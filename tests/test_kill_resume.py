@@ -12,11 +12,11 @@ SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "kill_resume.py"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", ["lm", "sampling"])
-def test_killed_and_resumed_run_matches_an_uninterrupted_one(task):
-    result = subprocess.run([sys.executable, str(SCRIPT), "--task", task, "--kills", "3", "--seed", "1"],
-                            capture_output=True, text=True, timeout=600)
+@pytest.mark.parametrize("task, processes", [("lm", 1), ("sampling", 1), ("lm", 2)])
+def test_killed_and_resumed_run_matches_an_uninterrupted_one(task, processes):
+    result = subprocess.run([sys.executable, str(SCRIPT), "--task", task, "--kills", "3", "--seed", "1",
+                             "--processes", str(processes)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert "final state identical" in result.stdout
-    landed = int(result.stdout.split(":", 1)[1].split()[0])
+    landed = int(result.stdout.split(": ", 1)[1].split()[0])
     assert landed >= 1, result.stdout  # at least one kill really interrupted a run

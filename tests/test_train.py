@@ -163,7 +163,7 @@ def test_snapshots_are_averaged_when_training_stops(toy_text_corpus, tmp_path, c
 
 
 def test_progress_bar_total_follows_the_time_budget():
-    from mt.train import expected_last_step
+    from mt.stopping import expected_last_step
 
     assert expected_last_step(10, 0, 10.0, float("inf"), 500) == 500  # no budget: the step limit
     assert expected_last_step(10, 0, 10.0, 30.0, 500) == 40  # 1 s a step, 30 s left
@@ -229,3 +229,38 @@ def test_both_tasks_implement_the_task_protocol():
         for name in ("loss", "evaluate", "batch_tokens", "load_state_dict"):
             assert list(inspect.signature(getattr(task, name)).parameters)[:2] == \
                 list(inspect.signature(getattr(Task, name)).parameters)[:2], (task.__name__, name)
+
+
+def test_grad_accum_weighs_micro_batches_by_their_tokens(tmp_path):
+    """Two micro-batches of 1 and 5 target tokens: the step's gradient is the mean over all 6
+    tokens (as one batch of 6 would give), not the mean of the two micro-batch means."""
+    import torch.nn.functional as F
+
+    from mt.config import load_config
+    from mt.distributed import World
+    from mt.train import RunState, Trainer
+
+    cfg = load_config("recipes/fr_en.yaml", ["train.grad_accum=2", "train.grad_clip=0", "train.precision=fp32",
+                                             "train.device=cpu", f"out_dir={tmp_path}"])
+
+    class Rows:  # a stand-in task: each row of x is one target token
+        vocab_size = 3
+
+        def batch_tokens(self, batch):
+            return len(batch[1])
+
+        def loss(self, model, batch, label_smoothing):
+            return F.cross_entropy(model(batch[0]), batch[1])
+
+    torch.manual_seed(0)
+    x, y = torch.randn(6, 4), torch.tensor([0, 1, 2, 0, 1, 2])
+    model = torch.nn.Linear(4, 3, bias=False)
+    start = model.weight.detach().clone()
+    trainer = Trainer(cfg, World(), torch.device("cpu"), Rows(), model, torch.optim.SGD(model.parameters(), lr=1.0), RunState())
+    loss, tokens, _ = trainer.train_step(iter([(x[:1], y[:1]), (x[1:], y[1:])]))
+    reference = torch.nn.Linear(4, 3, bias=False)
+    reference.weight.data.copy_(start)
+    F.cross_entropy(reference(x), y).backward()
+    assert tokens == 6
+    assert torch.allclose(start - model.weight.detach(), reference.weight.grad, atol=1e-6)
+    assert loss.item() == pytest.approx(F.cross_entropy(reference(x), y).item(), rel=1e-5)
