@@ -52,16 +52,19 @@ class Batcher:
         return await job.future
 
     async def _gather(self) -> list[Job]:
-        """The first waiting job, and whatever else arrives within max_wait, up to max_tokens."""
+        """The first waiting job, and whatever else arrives within max_wait, up to max_tokens.
+        Jobs that queued while the previous batch decoded are taken at once."""
         jobs = [await self.queue.get()]
         loop = asyncio.get_running_loop()
         deadline, tokens = loop.time() + self.max_wait, jobs[0].tokens
         while tokens < self.max_tokens:
             try:
-                job = self.queue.get_nowait() if not self.queue.empty() else await asyncio.wait_for(
-                    self.queue.get(), max(0.0, deadline - loop.time()))
-            except (asyncio.TimeoutError, TimeoutError):
-                break
+                job = self.queue.get_nowait()
+            except asyncio.QueueEmpty:
+                try:  # a get cut short by the timeout takes nothing off the queue
+                    job = await asyncio.wait_for(self.queue.get(), max(0.0, deadline - loop.time()))
+                except (asyncio.TimeoutError, TimeoutError):
+                    break
             jobs.append(job)
             tokens += job.tokens
         return jobs
