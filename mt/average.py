@@ -12,7 +12,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.errors import UserError, cli_entry

@@ -279,9 +279,10 @@ def beam_search(
         ended = token == END
         lp = _length_penalty(t + 1, length_penalty)
         final = ended & first_k & ~done[:, None] & top_scores.isfinite()
-        candidates = history[origin.view(-1)].view(n, 2 * k, steps)
-        candidates[:, :, t] = END
-        finished.add(torch.where(final, top_scores / lp, float("-inf")), candidates)
+        if device.type != "cpu" or bool(final.any()):  # most steps finish nothing; reading that is free on CPU
+            candidates = history[origin.view(-1)].view(n, 2 * k, steps)
+            candidates[:, :, t] = END
+            finished.add(torch.where(final, top_scores / lp, float("-inf")), candidates)
         scores, keep = torch.where(ended, float("-inf"), top_scores).topk(k, dim=1)  # (n, K): the K that go on
         done |= finished.scores[:, -1] >= scores[:, 0] / lp
         rows, new_tokens = origin.gather(1, keep), token.gather(1, keep)  # (n, K): the beams they extend

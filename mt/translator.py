@@ -37,16 +37,14 @@ def load_models(run_dirs, device: torch.device, quantize: str | None):
     """(cfg, tokenizer, models) for one run or an ensemble of runs sharing one vocabulary."""
     run_dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs)
     hint = "; train one with: python -m mt.train recipes/fr_en.yaml" if str(run_dirs[0]) == DEFAULT_MODEL else ""
-    models = []
-    for run_dir in run_dirs:
-        cfg_i, tokenizer_i, model = load_run(run_dir, device, hint)
+    loaded = [load_run(run_dir, device, hint) for run_dir in run_dirs]
+    cfg, tokenizer, _ = loaded[0]
+    for run_dir, (cfg_i, tokenizer_i, _) in zip(run_dirs, loaded):
         if cfg_i.model.arch != "transformer":
             raise UserError(f"{run_dir} holds a {cfg_i.model.arch} language model; use python -m mt.generate --model {run_dir}")
-        if models and getattr(tokenizer_i, "model_proto", None) != getattr(tokenizer, "model_proto", None):
+        if getattr(tokenizer_i, "model_proto", None) != getattr(tokenizer, "model_proto", None):
             raise UserError(f"{run_dir} has another vocabulary than {run_dirs[0]}; an ensemble needs one shared tokenizer")
-        if not models:
-            cfg, tokenizer = cfg_i, tokenizer_i
-        models.append(quantize_int8(model) if quantize == "int8" else model)
+    models = [quantize_int8(model) if quantize == "int8" else model for _, _, model in loaded]
     return cfg, tokenizer, models
 
 

@@ -1,11 +1,9 @@
 """The translation commands through their real CLIs, on a tiny model trained on a synthetic corpus."""
 
 import json
-import os
 import subprocess
 import sys
 
-import pytest
 from conftest import TINY_MODEL, cli
 
 from mt.translator import Translator
