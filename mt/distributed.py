@@ -2,15 +2,34 @@
 
 `torchrun --nproc_per_node=N -m mt.train RECIPE` sets WORLD_SIZE, RANK and LOCAL_RANK; a plain
 `python -m mt.train` is a world of one and touches none of this. NCCL on GPUs, gloo on CPU.
+
+Ending cleanly takes care here. Once a DistributedDataParallel module has been built, PyTorch keeps
+the gloo process group alive after `destroy_process_group` (its worker threads `pt_gloo_runloop`
+and `gloo_tcp_loop` are still running at exit, seen with PyTorch 2.13; `bench/clean_exits.py --threads`
+prints them). A worker
+thread that lets go of a tensor Python has already dropped must take the GIL to free it; if the
+interpreter is shutting down by then, Python ends that thread mid-destructor and the C++ runtime
+aborts the process ("terminate called without an active exception", SIGABRT) after training has
+finished. So: every reduction goes through one long-lived tensor, so no such release ever waits on
+the GIL; ranks meet at a barrier before the group is destroyed, so none leaves while another still
+talks to it; and a torchrun worker ends through `run_worker`, which skips the interpreter's teardown
+that those leaked threads could otherwise meet.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import traceback
 from dataclasses import dataclass
+from typing import Callable, NoReturn, TypeVar
 
 import torch
 import torch.distributed as td
+
+from mt.errors import UserError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -36,17 +55,16 @@ def init(device: torch.device) -> tuple[World, torch.device]:
     return World(rank, size), device
 
 
-def barrier(world: World) -> None:
-    if world.size > 1:
-        td.barrier()
+_buffers: dict[torch.device, torch.Tensor] = {}
 
 
 def _reduce(world: World, value: float, device: torch.device, op) -> float:
     if world.size == 1:
         return value
-    t = torch.tensor(float(value), device=device)
-    td.all_reduce(t, op=op)
-    return t.item()
+    buffer = _buffers.setdefault(device, torch.zeros((), dtype=torch.float64, device=device))  # see the module notes
+    buffer.fill_(float(value))
+    td.all_reduce(buffer, op=op)
+    return buffer.item()
 
 
 def any_rank(world: World, flag: bool, device: torch.device) -> bool:
@@ -59,6 +77,50 @@ def total(world: World, value: int, device: torch.device) -> int:
     return int(_reduce(world, value, device, td.ReduceOp.SUM))
 
 
-def shutdown(world: World) -> None:
-    if world.size > 1 and td.is_initialized():
-        td.destroy_process_group()
+def main_first(world: World, device: torch.device, work: Callable[[], T]) -> T | None:
+    """Run `work` on rank 0 alone (taking the run lock, training the tokenizer) and tell every rank
+    whether it failed: a user error there then ends all ranks with its message, instead of leaving
+    the others waiting for a rank that has gone."""
+    result, error = None, None
+    if world.is_main:
+        try:
+            result = work()
+        except UserError as e:
+            error = e
+    if any_rank(world, error is not None, device):
+        raise error or UserError("stopped: rank 0 could not prepare the run (its error is above)")
+    return result
+
+
+def shutdown(world: World, wait_for_all: bool) -> None:
+    """Destroy the process group (again: a no-op). `wait_for_all` meets the other ranks first, on
+    the normal way out; on an error path a rank may never arrive, so none is waited for."""
+    if world.size == 1 or not td.is_initialized():
+        return
+    if wait_for_all:
+        td.barrier()
+    td.destroy_process_group()
+
+
+def launched() -> bool:
+    """Whether torchrun started this process as one of several."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def run_worker(main: Callable[[], object]) -> NoReturn:
+    """Run a torchrun worker's `main` and end the process with its exit code once everything it
+    opened is closed: output flushed, then out without the interpreter's teardown (see the module
+    notes)."""
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

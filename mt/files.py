@@ -73,17 +73,27 @@ class RunLock:
 
     def __init__(self, folder: Path):
         self.path = Path(folder) / ".lock"
+        self.file = None
 
-    def __enter__(self):
+    def acquire(self) -> RunLock:
         import fcntl
 
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.file = open(self.path, "a")
         try:
             fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            self.file.close()
+            self.release()
             raise UserError(f"another training is writing to {self.path.parent} right now; wait for it or set out_dir=...") from None
         return self
 
+    def release(self) -> None:
+        if self.file is not None:
+            self.file.close()  # closing releases the lock
+            self.file = None
+
+    def __enter__(self):
+        return self.acquire()
+
     def __exit__(self, *exc):
-        self.file.close()  # closing releases the lock
+        self.release()

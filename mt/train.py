@@ -82,16 +82,28 @@ def trim_metrics(path: Path, step: int) -> None:
 
 
 def train(cfg: Config, resume: bool = False) -> dict:
-    """Train as `cfg` says; return the last evaluation's metrics."""
+    """Train as `cfg` says; return the last evaluation's metrics.
+
+    A training process lets go of what it holds in one place and one order, whichever way it ends
+    (the step limit, the budget, patience, Ctrl-C, a user error, an exception): the trainer closes
+    its data threads and then its writers, then the process group is destroyed, then the run lock
+    is released, so that no second training can start in the directory before this one is done."""
     world, device = distributed.init(pick_device(cfg.train.device))
+    lock = RunLock(cfg.run_dir)
+    finished = False
     try:
-        if not world.is_main:
-            return _train(cfg, resume, world, device)
-        cfg.run_dir.mkdir(parents=True, exist_ok=True)
-        with RunLock(cfg.run_dir):
-            return _train(cfg, resume, world, device)
+        distributed.main_first(world, device, lock.acquire)
+        trainer, interrupted = _train(cfg, resume, world, device)
+        finished = True
+        distributed.shutdown(world, wait_for_all=True)
+        if world.is_main:  # rank 0 alone, no collectives left: averaging and the report
+            _conclude(trainer, interrupted)
     finally:
-        distributed.shutdown(world)
+        distributed.shutdown(world, wait_for_all=False)  # on an error path; done already otherwise
+        lock.release()
+    if interrupted:
+        raise SystemExit(130)
+    return trainer.metrics
 
 
 @dataclass
@@ -154,8 +166,7 @@ def _build(cfg: Config, world: distributed.World, device: torch.device, resume: 
     """Task, model, optimizer and run state, restored from `ckpt` when resuming."""
     torch.manual_seed(cfg.seed)
     # Rank 0 trains the tokenizer and fills the encoding cache; the others then reuse both.
-    task = build_task(cfg, cfg.run_dir, device, resume, world) if world.is_main else None
-    distributed.barrier(world)
+    task = distributed.main_first(world, device, lambda: build_task(cfg, cfg.run_dir, device, resume, world))
     task = task or build_task(cfg, cfg.run_dir, device, True, world)
     model = build_model(cfg, task.vocab_size).to(device)  # the same start on every rank (DDP broadcasts it too)
     optimizer = make_optimizer(model, cfg.train)
@@ -168,22 +179,25 @@ def _build(cfg: Config, world: distributed.World, device: torch.device, resume: 
     return task, model, optimizer, state
 
 
-def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.device) -> dict:
+def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.device) -> tuple[Trainer, bool]:
+    """Open the run, build, train. Returns the trainer (its model, task and state) and whether
+    Ctrl-C stopped it."""
     ckpt = _open_run(cfg, resume, world)
     task, model, optimizer, state = _build(cfg, world, device, resume, ckpt)
     trainer = Trainer(cfg, world, device, task, model, optimizer, state)
-    metrics, interrupted = trainer.run()
-    log = trainer.log
-    if world.is_main and not interrupted and cfg.train.average_last >= 2:
-        state.best = average_into_best(model, task, trainer.eval_precision, cfg, state.best,
+    return trainer, trainer.run()
+
+
+def _conclude(trainer: Trainer, interrupted: bool) -> None:
+    """Rank 0, once training is over: average the last snapshots, say where the run ended, report."""
+    cfg, state, task = trainer.cfg, trainer.state, trainer.task
+    if not interrupted and cfg.train.average_last >= 2:
+        state.best = average_into_best(trainer.model, task, trainer.eval_precision, cfg, state.best,
                                        metrics_path=cfg.run_dir / "metrics.jsonl") or state.best
     if state.best is not None:
-        log(f"done: step {state.step}, best {task.best_metric} {state.best:.4f}, run directory {cfg.run_dir}", file=sys.stderr)
-    if world.is_main and cfg.train.report and (cfg.run_dir / BEST).is_file():
-        report(cfg, cfg.run_dir, device)
-    if interrupted:
-        raise SystemExit(130)
-    return metrics
+        print(f"done: step {state.step}, best {task.best_metric} {state.best:.4f}, run directory {cfg.run_dir}", file=sys.stderr)
+    if cfg.train.report and (cfg.run_dir / BEST).is_file():
+        report(cfg, cfg.run_dir, trainer.device)
 
 
 class Trainer:
@@ -206,7 +220,7 @@ class Trainer:
         self.log(f"{cfg.name}: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, vocab {task.vocab_size}, on {device}"
                  + (f" x {world.size} processes" if world.size > 1 else "")
                  + f", {'bf16' if uses_bf16(device, self.tc.precision) else 'fp32'}{block}", file=sys.stderr)
-        self.board = Board(cfg.run_dir, self.tc.tensorboard and world.is_main, state.step)
+        self.metrics: dict = {}  # the last evaluation's
         self.started = time.monotonic()
 
     def elapsed(self) -> float:
@@ -266,16 +280,20 @@ class Trainer:
         save_checkpoint(run_dir / LAST, self.checkpoint_state())
         return metrics, improved
 
-    def run(self) -> tuple[dict, bool]:
-        """Train until the stop policy says so; returns the last evaluation's metrics and whether
-        Ctrl-C stopped it (then last.pt is saved at once: an evaluation could take minutes)."""
+    def run(self) -> bool:
+        """Train until the stop policy says so; returns whether Ctrl-C stopped it (then last.pt is
+        saved at once: an evaluation could take minutes). On the way out, however it goes, the
+        batch stream is closed first (which stops and joins its prefetch thread), then the writers."""
         s, tc, world = self.state, self.tc, self.world
-        metrics, first_step = {}, s.step
+        first_step = s.step
         since_eval, since_log = Meter(self.device), Meter(self.device)
-        bar = tqdm(total=tc.max_steps, initial=s.step, unit="step", dynamic_ncols=True, file=sys.stderr, disable=not world.is_main)
-        # The batch stream is closed on the way out, which stops and joins its prefetch thread.
-        with StopFlag() as flag, contextlib.closing(self.task.train_batches()) as batches, contextlib.closing(self.board), \
-                open(self.cfg.run_dir / "metrics.jsonl", "a") if world.is_main else contextlib.nullcontext() as metrics_file:
+        with contextlib.ExitStack() as closing:  # closes in reverse: batches, then board and metrics file
+            metrics_file = closing.enter_context(open(self.cfg.run_dir / "metrics.jsonl", "a")) if world.is_main else None
+            self.board = closing.enter_context(contextlib.closing(Board(self.cfg.run_dir, tc.tensorboard and world.is_main, s.step)))
+            batches = closing.enter_context(contextlib.closing(self.task.train_batches()))
+            flag = closing.enter_context(StopFlag())
+            bar = closing.enter_context(tqdm(total=tc.max_steps, initial=s.step, unit="step", dynamic_ncols=True,
+                                             file=sys.stderr, disable=not world.is_main))
             policy = StopPolicy(tc, world, self.device, flag)
             self.model.train()
             reason = None if s.step < tc.max_steps else "done"
@@ -292,16 +310,16 @@ class Trainer:
                     self._log(bar, lr, loss, grad_norm, since_log, first_step, policy)
                 reason = policy.after_step(s.step, self.elapsed())
                 if reason == "interrupted":
-                    return metrics, self._interrupted(bar)
+                    return self._interrupted(bar)
                 if s.step % tc.eval_every == 0 or reason:
                     if world.is_main:
-                        metrics = self._evaluate(bar, lr, since_eval, metrics_file)
+                        self.metrics = self._evaluate(bar, lr, since_eval, metrics_file)
                     reason = policy.after_evaluation(s.bad_evals) or reason
                     since_eval.reset()
                     since_log.reset()  # evaluation time is not training time
             bar.close()
             self.log(policy.message(reason), file=sys.stderr)
-        return metrics, False
+        return False
 
     def _log(self, bar, lr: float, loss, grad_norm, since_log: Meter, first_step: int, policy: StopPolicy) -> None:
         s = self.state
@@ -367,7 +385,7 @@ def average_into_best(model, task, precision, cfg: Config, best: float | None, m
 
 
 @cli_entry
-def main(argv=None):
+def _main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m mt.train", description="Train a model from a YAML recipe.")
     parser.add_argument("recipe", help="path to a recipe, e.g. recipes/shakespeare_char.yaml")
     parser.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.max_steps=200")
@@ -375,6 +393,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     cfg = load_config(args.recipe, args.overrides)
     train(cfg, resume=args.resume)
+
+
+def main(argv=None):
+    if distributed.launched():  # a torchrun worker: see mt.distributed on how it must end
+        distributed.run_worker(lambda: _main(argv))
+    _main(argv)
 
 
 if __name__ == "__main__":
