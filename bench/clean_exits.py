@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kill_resume import REPO, start, task_args  # noqa: E402
+from kill_resume import REPO, kill_tree, start, task_args  # noqa: E402
 
 THREADS_PROBE = """
 import gc, os, torch, torch.distributed as td
@@ -49,7 +48,7 @@ def one_run(args: list[str], out: Path, env: dict, rng: random.Random, kill_afte
         try:
             proc.wait(timeout=rng.uniform(0.2, 0.9) * kill_after)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc.pid)
             proc.wait()
     proc = start(args, out, env, processes=2)
     _, stderr = proc.communicate()
@@ -88,8 +87,11 @@ def main(argv=None) -> int:
         with tempfile.NamedTemporaryFile("w", suffix=".py") as probe:
             probe.write(THREADS_PROBE)
             probe.flush()
-            return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                                   probe.name], cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"}).returncode
+            return subprocess.run(
+                [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", probe.name],
+                cwd=REPO,
+                env={**os.environ, "OMP_NUM_THREADS": "1"},
+            ).returncode
     return stress(args.runs, args.seed)
 
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from mt.ctranslate2_engine import CTranslate2Translator, export
+from mt.data.corpora import columns, load_pairs
 from mt.hardware import describe
-from mt.options import DecodeOptions
-from mt.parallel_data import columns, load_pairs
-from mt.translator import Translator
+from mt.inference.ctranslate2_engine import CTranslate2Translator, export
+from mt.inference.decode_options import DecodeOptions
+from mt.inference.translator import Translator
 
 
 def timed(translator, src, options, batch_size, repeat):
@@ -56,9 +56,15 @@ def main():
             options = DecodeOptions(beam=beam, length_penalty=cfg.decode.length_penalty)
             for name, translator in engines.items():
                 seconds, hyp = timed(translator, src, options, args.batch_size, args.repeat)
-                rows.append({"engine": name, "decoding": options.name, "seconds": round(seconds, 2),
-                             "sentences_per_s": round(len(src) / seconds, 1),
-                             "bleu": round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2)})
+                rows.append(
+                    {
+                        "engine": name,
+                        "decoding": options.name,
+                        "seconds": round(seconds, 2),
+                        "sentences_per_s": round(len(src) / seconds, 1),
+                        "bleu": round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2),
+                    }
+                )
                 print(f"{name:<17} {options.name:<7} {seconds:7.2f} s", file=sys.stderr)
     for row in rows:
         peer = next(r for r in rows if r["engine"] == "CTranslate2 int8" and r["decoding"] == row["decoding"])
@@ -66,15 +72,29 @@ def main():
     print(f"\n{len(src)} sentences of {args.test}, batch {args.batch_size}, {describe(torch.device('cpu'))}")
     print(f"{'engine':<18}{'decoding':<9}{'seconds':>9}{'sent/s':>9}{'BLEU':>7}{'x CT2 int8':>12}")
     for r in rows:
-        print(f"{r['engine']:<18}{r['decoding']:<9}{r['seconds']:>9.2f}{r['sentences_per_s']:>9.1f}{r['bleu']:>7.2f}"
-              f"{r['vs_ctranslate2_int8']:>12.2f}")
+        print(
+            f"{r['engine']:<18}{r['decoding']:<9}{r['seconds']:>9.2f}{r['sentences_per_s']:>9.1f}{r['bleu']:>7.2f}"
+            f"{r['vs_ctranslate2_int8']:>12.2f}"
+        )
     out = Path("bench/results/decode.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     import ctranslate2
 
-    out.write_text(json.dumps({"model": args.model, "test": args.test, "sentences": len(src), "batch_size": args.batch_size,
-                               "cpu": describe(torch.device("cpu")), "torch": torch.__version__,
-                               "ctranslate2": ctranslate2.__version__, "rows": rows}, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "model": args.model,
+                "test": args.test,
+                "sentences": len(src),
+                "batch_size": args.batch_size,
+                "cpu": describe(torch.device("cpu")),
+                "torch": torch.__version__,
+                "ctranslate2": ctranslate2.__version__,
+                "rows": rows,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

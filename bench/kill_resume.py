@@ -5,6 +5,7 @@ final weights, optimizer state, data position and metrics equal an uninterrupted
     python bench/kill_resume.py --task translation --kills 20
     python bench/kill_resume.py --task sampling --kills 20      # translation with subword sampling
     python bench/kill_resume.py --task lm --processes 2         # two torchrun processes (gloo), killed together
+    python bench/kill_resume.py --task lm --budget 0.1          # under a time budget, which becomes a step plan
 
 Each kill lands wherever the run happens to be: in a step, in an evaluation, in a checkpoint write,
 or while starting up. Tiny models on synthetic data in a temporary folder; CPU, a few minutes.
@@ -31,8 +32,17 @@ import torch  # noqa: E402
 
 from mt.checkpoint import load_checkpoint  # noqa: E402
 
-COMMON = ["train.device=cpu", "train.precision=fp32", "train.max_minutes=null", "train.log_every=1", "train.report=false",
-          "train.warmup_steps=3", "model.dropout=0.1", "model.n_head=2", "model.d_model=16"]
+COMMON = [
+    "train.device=cpu",
+    "train.precision=fp32",
+    "train.max_minutes=null",
+    "train.log_every=1",
+    "train.report=false",
+    "train.warmup_steps=3",
+    "model.dropout=0.1",
+    "model.n_head=2",
+    "model.d_model=16",
+]
 TIMING = {"elapsed_s", "tokens_per_s"}
 
 
@@ -40,31 +50,84 @@ def task_args(task: str, folder: Path) -> list[str]:
     rng = random.Random(0)
     if task == "lm":
         (folder / "text.txt").write_text("".join(rng.choice("abcdefgh ijklmn\nopqrstu") for _ in range(20_000)))
-        return ["recipes/shakespeare_char.yaml", *COMMON, f"data.corpus={folder / 'text.txt'}", "model.n_layer=1",
-                "data.block_size=16", "train.batch_size=8", "train.max_steps=60", "train.eval_every=3",
-                "train.eval_batches=4"]
+        return [
+            "recipes/shakespeare_char.yaml",
+            *COMMON,
+            f"data.corpus={folder / 'text.txt'}",
+            "model.n_layer=1",
+            "data.block_size=16",
+            "train.batch_size=8",
+            "train.max_steps=60",
+            "train.eval_every=3",
+            "train.eval_batches=4",
+        ]
     words = ["chat", "chien", "noir", "blanc", "petit", "grand", "dort", "mange", "court", "vite"]
     fr = [" ".join(rng.choice(words) for _ in range(rng.randint(2, 9))) for _ in range(300)]
     (folder / "c.fr").write_text("\n".join(fr) + "\n")
     (folder / "c.en").write_text("\n".join(line.upper() for line in fr) + "\n")
     spec = f"{{path: text, data_files: {{fr: {folder / 'c.fr'}, en: {folder / 'c.en'}}}}}"
-    tokens = (["tokenizer.kind=sentencepiece", "tokenizer.vocab_size=40", "tokenizer.sampling_alpha=0.3"] if task == "sampling"
-              else ["tokenizer.kind=char"])
-    return ["recipes/fr_en.yaml", *COMMON, *tokens, f"data.train=[{spec}]", f"data.valid={spec}", "model.enc_layers=1",
-            "model.dec_layers=1", "model.d_ff=32", "data.max_tokens=200", "data.max_len=40", "train.max_steps=100",
-            "train.eval_every=4"]
+    tokens = (
+        ["tokenizer.kind=sentencepiece", "tokenizer.vocab_size=40", "tokenizer.sampling_alpha=0.3"]
+        if task == "sampling"
+        else ["tokenizer.kind=char"]
+    )
+    return [
+        "recipes/fr_en.yaml",
+        *COMMON,
+        *tokens,
+        f"data.train=[{spec}]",
+        f"data.valid={spec}",
+        "model.enc_layers=1",
+        "model.dec_layers=1",
+        "model.d_ff=32",
+        "data.max_tokens=200",
+        "data.max_len=40",
+        "train.max_steps=100",
+        "train.eval_every=4",
+    ]
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every process under it. torchrun starts its workers in sessions of
+    their own, so killing the launcher's group would leave them running; the launcher is stopped
+    first so it cannot start another while the tree is listed."""
+    os.kill(pid, signal.SIGSTOP)
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a process that ended while we looked
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    todo, tree = [pid], []
+    while todo:
+        tree.append(todo.pop())
+        todo += children.get(tree[-1], [])
+    for p in tree:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def start(args: list[str], out: Path, env: dict, processes: int = 1) -> subprocess.Popen:
     """mt.train, or torchrun with `processes` workers, in a session of its own (so a kill reaches them all)."""
     resume = ["--resume"] if (out / "last.pt").is_file() else []
     launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"] if processes > 1 else []
-    return subprocess.Popen([sys.executable, *launcher, "-m", "mt.train", *args, f"out_dir={out}", *resume], cwd=REPO,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, *launcher, "-m", "mt.train", *args, f"out_dir={out}", *resume],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
-def run_killed(args: list[str], out: Path, kills: int, longest: float, env: dict, rng: random.Random,
-               processes: int = 1) -> int:
+def run_killed(
+    args: list[str], out: Path, kills: int, longest: float, env: dict, rng: random.Random, processes: int = 1
+) -> int:
     """Start, kill at a random moment, resume, ... `kills` times; then resume to the end. Returns
     how many kills landed before their run finished."""
     landed = 0
@@ -73,18 +136,24 @@ def run_killed(args: list[str], out: Path, kills: int, longest: float, env: dict
         try:
             proc.wait(timeout=rng.uniform(0.3, 0.75 * longest))  # often enough before the end
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the launcher and every worker at once, as a power cut would
+            kill_tree(proc.pid)  # the launcher and every worker at once, as a power cut would
             proc.wait()
             landed += 1
             continue
         if proc.returncode != 0:
             raise SystemExit(f"a run between kills failed:\n{proc.stderr.read()[-2000:]}")
-        if not (out / "last.pt").is_file() or load_checkpoint(out / "last.pt")["step"] >= int(_arg(args, "train.max_steps")):
+        if not (out / "last.pt").is_file() or finished(out / "last.pt", args):
             break
     proc = start(args, out, env, processes)
     if proc.wait() != 0:
         raise SystemExit(f"the final resume failed:\n{proc.stderr.read()[-2000:]}")
     return landed
+
+
+def finished(last: Path, args: list[str]) -> bool:
+    """Whether the run in `last` has reached its end: max_steps, or the step plan of its time budget."""
+    state = load_checkpoint(last)
+    return state["step"] >= min(int(_arg(args, "train.max_steps")), state.get("planned_steps") or 10**9)
 
 
 def _arg(args: list[str], key: str) -> str:
@@ -95,10 +164,11 @@ def differences(a: Path, b: Path) -> list[str]:
     ca, cb = load_checkpoint(a / "last.pt"), load_checkpoint(b / "last.pt")
     found = [f"step {ca['step']} != {cb['step']}"] if ca["step"] != cb["step"] else []
     found += [f"weights {k}" for k in ca["model"] if not torch.equal(ca["model"][k], cb["model"][k])]
-    for (ka, va), (kb, vb) in zip(ca["optimizer"]["state"].items(), cb["optimizer"]["state"].items()):
+    for (ka, va), (_, vb) in zip(ca["optimizer"]["state"].items(), cb["optimizer"]["state"].items()):
         found += [f"optimizer state {ka}.{n}" for n in va if not torch.equal(va[n], vb[n])]
     if ca["task"].keys() != cb["task"].keys() or any(
-            not torch.equal(v, cb["task"][k]) if torch.is_tensor(v) else v != cb["task"][k] for k, v in ca["task"].items()):
+        not torch.equal(v, cb["task"][k]) if torch.is_tensor(v) else v != cb["task"][k] for k, v in ca["task"].items()
+    ):
         found.append("data position / task state")
 
     def rows(run):
@@ -116,23 +186,38 @@ def main(argv=None) -> int:
     p.add_argument("--kills", type=int, default=20)
     p.add_argument("--seed", type=int, default=0, help="where the kills land")
     p.add_argument("--processes", type=int, default=1, help="train with torchrun and this many gloo processes")
+    p.add_argument(
+        "--budget", type=float, help="train.max_minutes for the killed runs; the uninterrupted one gets its plan"
+    )
     args = p.parse_args(argv)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         env["MT_DATA_DIR"] = str(folder / "data")
         train_args = task_args(args.task, folder)
+        rng = random.Random(args.seed)
+        if args.budget:  # killed first: the straight run then gets the plan the budget became, as steps
+            budgeted = [a for a in train_args if not a.startswith(("train.max_minutes=", "train.max_steps="))]
+            budgeted += [f"train.max_minutes={args.budget}", "train.max_steps=100000"]  # the budget decides
+            longest = args.budget * 60
+            landed = run_killed(budgeted, folder / "killed", args.kills, longest, env, rng, args.processes)
+            plan = load_checkpoint(folder / "killed" / "last.pt")["planned_steps"]
+            train_args = [a for a in train_args if not a.startswith("train.max_steps=")] + [f"train.max_steps={plan}"]
+            print(f"the {args.budget} min budget became a plan of {plan} steps")
         began = time.monotonic()
         straight = start(train_args, folder / "straight", env, args.processes)
         if straight.wait() != 0:
             raise SystemExit(f"the uninterrupted run failed:\n{straight.stderr.read()[-2000:]}")
-        longest = time.monotonic() - began
-        landed = run_killed(train_args, folder / "killed", args.kills, longest, env, random.Random(args.seed), args.processes)
+        if not args.budget:
+            longest = time.monotonic() - began
+            landed = run_killed(train_args, folder / "killed", args.kills, longest, env, rng, args.processes)
         found = differences(folder / "straight", folder / "killed")
     verdict = "identical" if not found else "DIFFERENT: " + "; ".join(found[:5])
     label = args.task + (f" x {args.processes} processes" if args.processes > 1 else "")
-    print(f"{label}: {landed} of {args.kills} kills landed before their run ended; "
-          f"final state {verdict} to the uninterrupted run ({longest:.1f} s)")
+    print(
+        f"{label}: {landed} of {args.kills} kills landed before their run ended; "
+        f"final state {verdict} to the uninterrupted run ({longest:.1f} s)"
+    )
     return 1 if found else 0
 
 

@@ -22,17 +22,20 @@ from pathlib import Path
 
 import torch
 
-from mt.checkpoint import load_run
+from mt.bench import CPU_GPT
 from mt.config import load_config
 from mt.hardware import describe, pick_device
-from mt.lm import LanguageModelTask, read_corpus_text, split_text
+from mt.inference.loading import load_run
 from mt.model import token_loss
-from mt.train import train
+from mt.training.lm_task import LanguageModelTask, read_corpus_text, split_text
+from mt.training.trainer import train
 
 # nanoGPT README, "I only have a macbook": 4 layers, 4 heads, 128 dims, block 64, batch 12, no dropout.
 CPU_CONFIG = [
-    "model.n_layer=4", "model.n_head=4", "model.d_model=128", "data.block_size=64", "train.batch_size=12",
-    "model.dropout=0.0", "train.max_steps=2000", "train.eval_every=250", "train.eval_batches=20",
+    *CPU_GPT,
+    "train.max_steps=2000",
+    "train.eval_every=250",
+    "train.eval_batches=20",
     "train.device=cpu",
 ]
 
@@ -86,7 +89,10 @@ def main():
     p.add_argument("--out", default="bench/results/lm.json")
     p.add_argument("overrides", nargs="*", help="more section.key=value overrides, e.g. train.compile=true")
     args = p.parse_args()
-    overrides = ([] if args.recipe_size else list(CPU_CONFIG)) + [f"train.precision={args.precision}", f"seed={args.seed}"]
+    overrides = ([] if args.recipe_size else list(CPU_CONFIG)) + [
+        f"train.precision={args.precision}",
+        f"seed={args.seed}",
+    ]
     if args.quick:
         overrides += ["train.max_steps=200", "train.eval_every=100"]
     overrides += args.overrides
@@ -120,7 +126,8 @@ def main():
     print(
         f"{result['steps']} steps on {device}, {cfg.train.precision}: {result['tokens_per_s_median']:,.0f} tokens/s "
         f"(median over evaluation intervals), median step {result['median_step_ms']} ms = "
-        f"{result['tokens_per_s_median_step']:,} tokens/s, val loss {result['final_val_loss']:.4f} (best {result['best_val_loss']:.4f}; "
+        f"{result['tokens_per_s_median_step']:,} tokens/s, val loss {result['final_val_loss']:.4f} "
+        f"(best {result['best_val_loss']:.4f}; "
         f"whole validation text {full_val:.4f}), "
         f"{result['train_time_s']:.0f} s training, {wall:.0f} s wall",
         file=sys.stderr,

@@ -23,18 +23,22 @@ from pathlib import Path
 import httpx
 import torch
 
+from mt.data.corpora import columns, load_pairs
 from mt.hardware import describe
-from mt.options import DecodeOptions
-from mt.parallel_data import columns, load_pairs
-from mt.translator import Translator
+from mt.inference.decode_options import DecodeOptions
+from mt.inference.translator import Translator
 
 
 def start_server(model: str) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "mt.serve", "--model", model, "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mt.serve", "--model", model, "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
@@ -61,7 +65,8 @@ def load(url: str, sentences: list[str], clients: int, beam: int, time_limit: fl
                 start = time.perf_counter()
                 r = http.post(f"{url}/translate", json={"text": sentences[i], "beam": beam})
                 (latencies if r.status_code == 200 and len(r.json()["translations"]) == 1 else errors).append(
-                    time.perf_counter() - start)
+                    time.perf_counter() - start
+                )
 
     start = time.perf_counter()
     threads = [threading.Thread(target=client) for _ in range(clients)]
@@ -71,9 +76,15 @@ def load(url: str, sentences: list[str], clients: int, beam: int, time_limit: fl
         t.join()
     seconds = time.perf_counter() - start
     ms = sorted(x * 1000 for x in latencies)
-    return {"clients": clients, "answered": len(latencies), "errors": len(errors), "seconds": round(seconds, 2),
-            "sentences_per_s": round(len(latencies) / seconds, 1), "p50_ms": round(statistics.median(ms), 1),
-            "p99_ms": round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 1)}
+    return {
+        "clients": clients,
+        "answered": len(latencies),
+        "errors": len(errors),
+        "seconds": round(seconds, 2),
+        "sentences_per_s": round(len(latencies) / seconds, 1),
+        "p50_ms": round(statistics.median(ms), 1),
+        "p99_ms": round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 1),
+    }
 
 
 def main():
@@ -98,18 +109,37 @@ def main():
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
-    print(f"{len(sentences)} sentences of {args.test}, beam {beam}, one sentence per request; {describe(torch.device('cpu'))}")
-    print(f"translate --input (one process, batches of 64): {file_seconds:.1f} s, {len(sentences) / file_seconds:.1f} sentences/s")
+    print(
+        f"{len(sentences)} sentences of {args.test}, beam {beam}, one sentence per request; "
+        f"{describe(torch.device('cpu'))}"
+    )
+    print(
+        f"translate --input (one process, batches of 64): {file_seconds:.1f} s, "
+        f"{len(sentences) / file_seconds:.1f} sentences/s"
+    )
     print(f"{'clients':>8}{'answered':>10}{'errors':>8}{'sent/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'x file':>8}")
     for r in rows:
         r["vs_file"] = round(r["sentences_per_s"] / (len(sentences) / file_seconds), 2)
-        print(f"{r['clients']:>8}{r['answered']:>10}{r['errors']:>8}{r['sentences_per_s']:>9.1f}{r['p50_ms']:>9.1f}"
-              f"{r['p99_ms']:>9.1f}{r['vs_file']:>8.2f}")
+        print(
+            f"{r['clients']:>8}{r['answered']:>10}{r['errors']:>8}{r['sentences_per_s']:>9.1f}{r['p50_ms']:>9.1f}"
+            f"{r['p99_ms']:>9.1f}{r['vs_file']:>8.2f}"
+        )
     out = Path("bench/results/load_test.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"model": args.model, "test": args.test, "beam": beam, "sentences": len(sentences),
-                               "cpu": describe(torch.device("cpu")), "file_seconds": round(file_seconds, 2),
-                               "rows": rows}, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "model": args.model,
+                "test": args.test,
+                "beam": beam,
+                "sentences": len(sentences),
+                "cpu": describe(torch.device("cpu")),
+                "file_seconds": round(file_seconds, 2),
+                "rows": rows,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

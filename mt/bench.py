@@ -21,11 +21,11 @@ from pathlib import Path
 import torch
 
 from mt.config import load_config
-from mt.decode import beam_search, greedy_or_sample
 from mt.errors import UserError, cli_entry
 from mt.hardware import autocast, describe, pick_device, uses_bf16
+from mt.inference.search import beam_search, greedy_or_sample
 from mt.model import build_model, token_loss
-from mt.optim import make_optimizer
+from mt.training.optim import make_optimizer
 
 # Peak dense bf16 tensor-core FLOP/s by device name; MFU is reported only for these.
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
@@ -44,10 +44,22 @@ def matrix_params(model: torch.nn.Module) -> int:
 
 
 # nanoGPT's README CPU configuration, and the 3+3-layer translation model measured on CPU.
-CPU_GPT = ["model.n_layer=4", "model.n_head=4", "model.d_model=128", "data.block_size=64", "train.batch_size=12",
-           "model.dropout=0.0"]
-CPU_TRANSFORMER = ["model.enc_layers=3", "model.dec_layers=3", "model.d_model=256", "model.n_head=4", "model.d_ff=1024",
-                   "tokenizer.vocab_size=8000"]
+CPU_GPT = [
+    "model.n_layer=4",
+    "model.n_head=4",
+    "model.d_model=128",
+    "data.block_size=64",
+    "train.batch_size=12",
+    "model.dropout=0.0",
+]
+CPU_TRANSFORMER = [
+    "model.enc_layers=3",
+    "model.dec_layers=3",
+    "model.d_model=256",
+    "model.n_head=4",
+    "model.d_ff=1024",
+    "tokenizer.vocab_size=8000",
+]
 
 
 def gpt_setting(on_gpu: bool) -> dict:
@@ -63,13 +75,23 @@ def gpt_setting(on_gpu: bool) -> dict:
         x = torch.randint(4, 69, (b, t + 1), device=device)
         return (x[:, :-1],), x[:, 1:]
 
-    return {"name": "char GPT", "cfg": cfg, "model": model, "batch": batch, "tokens": b * t, "flops": flops_per_step,
-            "shape": f"{layers} layers, {d} dims, batch {b} x {t}"}
+    return {
+        "name": "char GPT",
+        "cfg": cfg,
+        "model": model,
+        "batch": batch,
+        "tokens": b * t,
+        "flops": flops_per_step,
+        "shape": f"{layers} layers, {d} dims, batch {b} x {t}",
+    }
 
 
 def transformer_setting(on_gpu: bool) -> dict:
     if on_gpu:  # Transformer base: 6+6 layers, 512 dims, ~25k-token batches
-        sizes, (b, s) = ["model.enc_layers=6", "model.dec_layers=6", "model.d_model=512", "model.n_head=8", "model.d_ff=2048"], (800, 32)
+        sizes, (b, s) = (
+            ["model.enc_layers=6", "model.dec_layers=6", "model.d_model=512", "model.n_head=8", "model.d_ff=2048"],
+            (800, 32),
+        )
     else:  # the 3+3-layer, 256-dim CPU configuration, 4096-token batches
         sizes, (b, s) = CPU_TRANSFORMER, (256, 16)
     cfg = load_config("recipes/fr_en.yaml", sizes + ["model.dropout=0.0", "tokenizer.vocab_size=8000"])
@@ -89,8 +111,15 @@ def transformer_setting(on_gpu: bool) -> dict:
         tgt = torch.randint(4, vocab, (b, s + 1), device=device)
         return (src, tgt[:, :-1]), tgt[:, 1:]
 
-    return {"name": "translation Transformer", "cfg": cfg, "model": model, "batch": batch, "tokens": b * s,
-            "flops": flops_per_step, "shape": f"{m.enc_layers}+{m.dec_layers} layers, {d} dims, vocab {vocab}, batch {b} x {s}"}
+    return {
+        "name": "translation Transformer",
+        "cfg": cfg,
+        "model": model,
+        "batch": batch,
+        "tokens": b * s,
+        "flops": flops_per_step,
+        "shape": f"{m.enc_layers}+{m.dec_layers} layers, {d} dims, vocab {vocab}, batch {b} x {s}",
+    }
 
 
 def measure_training(setting: dict, device: torch.device, precision: str, steps: int) -> dict:
@@ -115,15 +144,19 @@ def measure_training(setting: dict, device: torch.device, precision: str, steps:
     seconds = (time.perf_counter() - start) / steps
     peak = peak_flops(device)
     return {
-        "model": setting["name"], "shape": setting["shape"], "params_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 2),
-        "step_ms": round(seconds * 1e3, 1), "tokens_per_s": round(setting["tokens"] / seconds),
+        "model": setting["name"],
+        "shape": setting["shape"],
+        "params_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 2),
+        "step_ms": round(seconds * 1e3, 1),
+        "tokens_per_s": round(setting["tokens"] / seconds),
         "tflops": round(setting["flops"] / seconds / 1e12, 3),
         "mfu": round(setting["flops"] / seconds / peak, 3) if peak else None,
     }
 
 
-def measure_decoding(setting: dict, device: torch.device, precision: str, sentences: int, batch_sizes: list[int],
-                     src_len: int) -> list[dict]:
+def measure_decoding(
+    setting: dict, device: torch.device, precision: str, sentences: int, batch_sizes: list[int], src_len: int
+) -> list[dict]:
     """Decode `sentences` synthetic sources in batches of each size; outputs are identical with
     and without the cache, so the two rows of a pair time the same work."""
     model = setting["model"].to(device).eval()
@@ -147,10 +180,19 @@ def measure_decoding(setting: dict, device: torch.device, precision: str, senten
                 seconds = time.perf_counter() - start
                 tokens = sum(len(o) + 1 for o in outputs)
                 peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
-                rows.append({"decoding": name, "batch": batch, "kv_cache": cache, "sentences": sentences,
-                             "seconds": round(seconds, 3), "sentences_per_s": round(sentences / seconds, 1),
-                             "tokens_per_s": round(tokens / seconds), "mean_output_tokens": round(tokens / sentences, 1),
-                             "peak_memory_mb": round(peak) if peak is not None else None})
+                rows.append(
+                    {
+                        "decoding": name,
+                        "batch": batch,
+                        "kv_cache": cache,
+                        "sentences": sentences,
+                        "seconds": round(seconds, 3),
+                        "sentences_per_s": round(sentences / seconds, 1),
+                        "tokens_per_s": round(tokens / seconds),
+                        "mean_output_tokens": round(tokens / sentences, 1),
+                        "peak_memory_mb": round(peak) if peak is not None else None,
+                    }
+                )
     return rows
 
 
@@ -158,8 +200,17 @@ def quality_runs(on_gpu: bool, quick: bool, precision: str) -> list[tuple[str, s
     """(name, recipe, overrides, metric) of the time-to-quality runs."""
     if quick:  # a smoke test of the machinery: tiny models, seconds of training
         lm = CPU_GPT + ["model.n_layer=2", "train.max_steps=100", "train.eval_every=50", "train.eval_batches=5"]
-        mt = ["model.enc_layers=1", "model.dec_layers=1", "model.d_model=64", "model.d_ff=128", "model.n_head=4",
-              "tokenizer.vocab_size=2000", "train.max_steps=20", "train.eval_every=10", "train.warmup_steps=5"]
+        mt = [
+            "model.enc_layers=1",
+            "model.dec_layers=1",
+            "model.d_model=64",
+            "model.d_ff=128",
+            "model.n_head=4",
+            "tokenizer.vocab_size=2000",
+            "train.max_steps=20",
+            "train.eval_every=10",
+            "train.warmup_steps=5",
+        ]
     elif on_gpu:  # the shipped recipes against their targets: 60 s for the LM, 5 minutes for fr_en
         lm, mt = ["train.max_minutes=1", "train.eval_every=250"], ["train.max_minutes=5", "train.eval_every=500"]
     else:  # nanoGPT's CPU configuration for 2000 steps; the 3+3-layer translation model for 60 steps
@@ -168,13 +219,15 @@ def quality_runs(on_gpu: bool, quick: bool, precision: str) -> list[tuple[str, s
     if not on_gpu:
         lm, mt = lm + ["train.device=cpu"], mt + ["data.train=[multi30k]", "model.dropout=0.0", "train.device=cpu"]
     lm, mt = lm + [f"train.precision={precision}"], mt + [f"train.precision={precision}"]
-    return [("char GPT", "recipes/shakespeare_char.yaml", lm, "val_loss"),
-            ("translation Transformer", "recipes/fr_en.yaml", mt, "val_bleu")]
+    return [
+        ("char GPT", "recipes/shakespeare_char.yaml", lm, "val_loss"),
+        ("translation Transformer", "recipes/fr_en.yaml", mt, "val_bleu"),
+    ]
 
 
 def measure_quality(name: str, recipe: str, overrides: list[str], metric: str) -> dict:
     """Train briefly and return the validation metric against wall time (evaluations included)."""
-    from mt.train import train  # imports the data stack only when this section runs
+    from mt.training.trainer import train  # imports the data stack only when this section runs
 
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -182,8 +235,13 @@ def measure_quality(name: str, recipe: str, overrides: list[str], metric: str) -
         except UserError as e:
             return {"model": name, "metric": metric, "skipped": str(e)}
         rows = [json.loads(line) for line in Path(tmp, "run", "metrics.jsonl").read_text().splitlines()]
-    return {"model": name, "metric": metric, "recipe": recipe, "overrides": overrides,
-            "curve": [{"elapsed_s": r["elapsed_s"], "step": r["step"], metric: r[metric]} for r in rows]}
+    return {
+        "model": name,
+        "metric": metric,
+        "recipe": recipe,
+        "overrides": overrides,
+        "curve": [{"elapsed_s": r["elapsed_s"], "step": r["step"], metric: r[metric]} for r in rows],
+    }
 
 
 def sync(device: torch.device) -> None:
@@ -196,8 +254,12 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m mt.bench", description=__doc__.split("\n\n")[1])
     p.add_argument("--quick", action="store_true", help="fewer steps and sentences, seconds-long quality runs (for CI)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
-                   help="auto: bf16 autocast on CUDA, fp32 on CPU; bf16 pays on CPUs with AMX")
+    p.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "fp32", "bf16"],
+        help="auto: bf16 autocast on CUDA, fp32 on CPU; bf16 pays on CPUs with AMX",
+    )
     p.add_argument("--no-quality", action="store_true", help="skip the time-to-quality training runs")
     p.add_argument("--out", default="bench/results/bench.json")
     args = p.parse_args(argv)
@@ -211,15 +273,19 @@ def main(argv=None):
     decode_setting = transformer_setting(False)  # the CPU-sized model decodes everywhere
     sentences, batch_sizes = (8, [1, 8]) if args.quick else (64, [1, 8, 64])
     decoding = measure_decoding(decode_setting, device, args.precision, sentences, batch_sizes, src_len=16)
-    quality = [] if args.no_quality else [measure_quality(*run) for run in quality_runs(on_gpu, args.quick, args.precision)]
+    quality = (
+        [] if args.no_quality else [measure_quality(*run) for run in quality_runs(on_gpu, args.quick, args.precision)]
+    )
 
     print(f"\nmt.bench on {hardware}, torch {torch.__version__}, {precision}\n")
     print(f"{'training (random weights)':<26}{'shape':<52}{'step ms':>9}{'tokens/s':>11}{'TFLOP/s':>9}{'MFU':>7}")
     for r in training:
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
         print(f"{r['model']:<26}{r['shape']:<52}{r['step_ms']:>9}{r['tokens_per_s']:>11,}{r['tflops']:>9}{mfu:>7}")
-    print(f"\n{'decoding (' + decode_setting['shape'].split(', batch')[0] + ')':<60}{'sent/s':>9}{'tokens/s':>10}"
-          f"{'out len':>9}{'peak MB':>9}")
+    print(
+        f"\n{'decoding (' + decode_setting['shape'].split(', batch')[0] + ')':<60}{'sent/s':>9}{'tokens/s':>10}"
+        f"{'out len':>9}{'peak MB':>9}"
+    )
     for r in decoding:
         label = f"{r['decoding']}, batch {r['batch']}, {'with' if r['kv_cache'] else 'without'} KV cache"
         peak = r["peak_memory_mb"] if r["peak_memory_mb"] is not None else "n/a"
@@ -230,13 +296,25 @@ def main(argv=None):
         if "skipped" in r:
             print(f"{r['model']:<26}skipped: {r['skipped']}")
             continue
-        points = "  ".join(f"{c['elapsed_s']:.0f}s {c[r['metric']]:.3f}" if r["metric"] == "val_loss" else
-                           f"{c['elapsed_s']:.0f}s {c[r['metric']]:.2f}" for c in r["curve"])
+        points = "  ".join(
+            f"{c['elapsed_s']:.0f}s {c[r['metric']]:.3f}"
+            if r["metric"] == "val_loss"
+            else f"{c['elapsed_s']:.0f}s {c[r['metric']]:.2f}"
+            for c in r["curve"]
+        )
         print(f"{r['model']:<26}{r['metric']:<10}{points}")
     cpu_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kB
     print(f"\npeak resident memory of this process: {cpu_peak:,.0f} MB")
-    result = {"hardware": hardware, "torch": torch.__version__, "precision": precision, "quick": args.quick,
-              "training": training, "decoding": decoding, "quality": quality, "peak_rss_mb": round(cpu_peak)}
+    result = {
+        "hardware": hardware,
+        "torch": torch.__version__,
+        "precision": precision,
+        "quick": args.quick,
+        "training": training,
+        "decoding": decoding,
+        "quality": quality,
+        "peak_rss_mb": round(cpu_peak),
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(f"written to {args.out}", file=sys.stderr)

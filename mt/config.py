@@ -23,11 +23,11 @@ from typing import Any, Literal, Union
 import yaml
 
 from mt.errors import UserError
-from mt.options import DecodeOptions
+from mt.inference.decode_options import DecodeOptions
 
 # A corpus is a catalog name ("multi30k", "multi30k:test_2017_flickr") or a mapping handed to
-# `datasets.load_dataset` (see mt/parallel_data.py).
-CorpusSpec = Union[str, dict]
+# `datasets.load_dataset` (see mt/data/corpora.py).
+CorpusSpec = Union[str, dict]  # noqa: UP007 (a runtime value: X | Y would need Python 3.10's types)
 
 
 @dataclass
@@ -164,7 +164,7 @@ def _coerce(value: Any, tp, key: str):
     raise UserError(f"{key}: expected {_type_name(tp)}, got {value!r}")
 
 
-def _build(cls, raw: dict, prefix: str, source: str):
+def _section(cls, raw: dict, prefix: str, source: str):
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     for key in raw:
@@ -182,7 +182,7 @@ def _build(cls, raw: dict, prefix: str, source: str):
                 section = {}
             if not isinstance(section, dict):
                 raise UserError(f"{source}: '{key}' must be a mapping of keys, got {section!r}")
-            kwargs[f.name] = _build(tp, section, key + ".", source)
+            kwargs[f.name] = _section(tp, section, key + ".", source)
         elif f.name in raw:
             kwargs[f.name] = _coerce(raw[f.name], tp, f"{source}: {key}")
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
@@ -214,17 +214,27 @@ def _apply_override(raw: dict, override: str) -> None:
 def _check(cfg: Config, source: str) -> None:
     m, d, t = cfg.model, cfg.data, cfg.train
     positive = {
-        "model.n_head": m.n_head, "model.d_model": m.d_model, "data.block_size": d.block_size,
-        "data.max_len": d.max_len, "data.max_tokens": d.max_tokens, "train.batch_size": t.batch_size, "train.grad_accum": t.grad_accum,
-        "train.max_steps": t.max_steps, "train.eval_every": t.eval_every,
-        "train.eval_batches": t.eval_batches, "train.log_every": t.log_every,
-        "tokenizer.vocab_size": cfg.tokenizer.vocab_size, "tokenizer.max_pairs": cfg.tokenizer.max_pairs,
+        "model.n_head": m.n_head,
+        "model.d_model": m.d_model,
+        "data.block_size": d.block_size,
+        "data.max_len": d.max_len,
+        "data.max_tokens": d.max_tokens,
+        "train.batch_size": t.batch_size,
+        "train.grad_accum": t.grad_accum,
+        "train.max_steps": t.max_steps,
+        "train.eval_every": t.eval_every,
+        "train.eval_batches": t.eval_batches,
+        "train.log_every": t.log_every,
+        "tokenizer.vocab_size": cfg.tokenizer.vocab_size,
+        "tokenizer.max_pairs": cfg.tokenizer.max_pairs,
     }
     for key, value in positive.items():
         if value <= 0:
             raise UserError(f"{source}: {key} must be positive, got {value}")
     if t.average_last < 0:
-        raise UserError(f"{source}: train.average_last must be 0 (off) or the number of snapshots to average, got {t.average_last}")
+        raise UserError(
+            f"{source}: train.average_last must be 0 (off) or the number of snapshots to average, got {t.average_last}"
+        )
     if d.num_proc < 0:
         raise UserError(f"{source}: data.num_proc must be 0 (automatic) or a number of processes, got {d.num_proc}")
     if m.d_model % m.n_head:
@@ -262,15 +272,6 @@ def _merge(base: dict, block: dict) -> dict:
     return out
 
 
-def resolve_device(name: str) -> str:
-    """The device a `train.device` value means here: auto is cuda when one is visible."""
-    if name != "auto":
-        return name
-    import torch  # only here: the loader itself needs no torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def load_config(path: str | Path, overrides: list[str] = (), device: str | None = None) -> Config:
     """Read a recipe, apply its block for the device (`device`, else train.device resolved), then the
     `section.key=value` overrides; validate and return a Config."""
@@ -281,12 +282,16 @@ def load_config(path: str | Path, overrides: list[str] = (), device: str | None 
         if not isinstance(block, dict):
             raise UserError(f"{path}: '{name}' must be a mapping of recipe keys, got {block!r}")
         if "name" in block or "device_block" in block or set(block) & set(DEVICE_BLOCKS):
-            raise UserError(f"{path}: the '{name}' block may set sections (data, model, train, ...), not name or other blocks")
-        _build(Config, _merge(raw, block), "", f"{path} ({name} block)")
+            raise UserError(
+                f"{path}: the '{name}' block may set sections (data, model, train, ...), not name or other blocks"
+            )
+        _section(Config, _merge(raw, block), "", f"{path} ({name} block)")
     given = dict(raw)
     for o in overrides:
         _apply_override(given, o)
     train_section = given.get("train") if isinstance(given.get("train"), dict) else {}
+    from mt.hardware import resolve_device  # only here: reading a recipe needs no torch otherwise
+
     chosen = device or resolve_device(str(train_section.get("device", "auto")))
     if chosen in blocks:
         raw = _merge(raw, blocks[chosen])
@@ -296,14 +301,14 @@ def load_config(path: str | Path, overrides: list[str] = (), device: str | None 
         raise UserError(f"{path}: 'device_block' is set by the loader, not by a recipe")
     raw["device_block"] = chosen if chosen in blocks else None
     source = str(path) + (" (with overrides)" if overrides else "")
-    cfg = _build(Config, raw, "", source)
+    cfg = _section(Config, raw, "", source)
     _check(cfg, source)
     return cfg
 
 
 def config_from_dict(raw: dict, source: str = "config") -> Config:
     """Rebuild a Config saved in a run directory."""
-    cfg = _build(Config, raw, "", source)
+    cfg = _section(Config, raw, "", source)
     _check(cfg, source)
     return cfg
 

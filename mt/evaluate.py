@@ -11,13 +11,12 @@ import json
 import time
 from pathlib import Path
 
+from mt.data.corpora import columns, load_pairs
 from mt.errors import UserError, cli_entry
 from mt.files import read_lines
-from mt.parallel_data import columns, load_pairs
-from mt.scoring import corpus_scores
-from mt.translator import DEFAULT_MODEL
-from mt.engines import add_model_args, open_translator
-from mt.options import add_decoding_args, from_args
+from mt.flags import add_decoding_args, add_model_args, from_args, open_translator
+from mt.inference.metrics import corpus_scores
+from mt.inference.translator import DEFAULT_MODEL
 
 
 def load_test_set(args, cfg) -> tuple[list[str], list[str], str]:
@@ -65,8 +64,13 @@ def main(argv=None):
     out = run_dir / f"hyp.{name}.{method}.txt"
     out.write_text("".join(h + "\n" for h in hyp), encoding="utf-8")
     result = {
-        "bleu": scores["bleu"], "chrf": scores["chrf"], "signature": scores["signature"],
-        "sentences": len(src), "seconds": round(seconds, 2), "decoding": method, "hypotheses": str(out),
+        "bleu": scores["bleu"],
+        "chrf": scores["chrf"],
+        "signature": scores["signature"],
+        "sentences": len(src),
+        "seconds": round(seconds, 2),
+        "decoding": method,
+        "hypotheses": str(out),
     }
     if args.json:
         print(json.dumps(result))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from mt.errors import cli_entry
-from mt.translator import DEFAULT_MODEL
+from mt.inference.translator import DEFAULT_MODEL
 
 
 @cli_entry
@@ -18,13 +18,16 @@ def main(argv=None):
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"run directory or checkpoint (default {DEFAULT_MODEL})")
     p.add_argument("--format", choices=["ctranslate2"], default="ctranslate2")
     p.add_argument("--out", required=True, help="a new folder for the exported model")
-    p.add_argument("--quantization", choices=["int8", "int8_float32", "int16", "float16", "bfloat16"],
-                   help="store the weights quantized (default: float32)")
+    p.add_argument(
+        "--quantization",
+        choices=["int8", "int8_float32", "int16", "float16", "bfloat16"],
+        help="store the weights quantized (default: float32)",
+    )
     args = p.parse_args(argv)
-    from mt.ctranslate2_engine import export
+    from mt.inference.ctranslate2_engine import export
 
     out = export(args.model, args.out, args.quantization)
-    print(f"CTranslate2 model in {out}; try: python -m mt.translate --engine ctranslate2 --model {out} \"bonjour\"")
+    print(f'CTranslate2 model in {out}; try: python -m mt.translate --engine ctranslate2 --model {out} "bonjour"')
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Files: text lines read one way everywhere; durable writes (readers see the old file or the whole
-new one, never a part of either); the lock that keeps two trainings out of one run directory."""
+"""Files: text lines read one way everywhere, and durable writes (readers see the old file or the
+whole new one, never a part of either)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def split_lines(raw: bytes, source: str) -> list[str]:
         try:
             out.append(line.decode("utf-8").rstrip("\r"))
         except UnicodeDecodeError as e:
-            raise UserError(f"{source} line {number}: invalid UTF-8 ({e.reason} at byte {e.start}); fix or re-encode it") from None
+            raise UserError(
+                f"{source} line {number}: invalid UTF-8 ({e.reason} at byte {e.start}); fix or re-encode it"
+            ) from None
     return out
 
 
@@ -61,39 +63,9 @@ def atomic_write(path: Path, write: Callable[[str], None]) -> None:
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except OSError as e:
-        raise UserError(f"could not write {path} ({e.strerror or e}); the previous file, if any, is unchanged") from None
+        raise UserError(
+            f"could not write {path} ({e.strerror or e}); the previous file, if any, is unchanged"
+        ) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-
-
-class RunLock:
-    """An exclusive lock on a run directory, so two trainings never write into the same one. The
-    operating system drops it when its process ends, so a killed run leaves no stale lock."""
-
-    def __init__(self, folder: Path):
-        self.path = Path(folder) / ".lock"
-        self.file = None
-
-    def acquire(self) -> RunLock:
-        import fcntl
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.file = open(self.path, "a")
-        try:
-            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.release()
-            raise UserError(f"another training is writing to {self.path.parent} right now; wait for it or set out_dir=...") from None
-        return self
-
-    def release(self) -> None:
-        if self.file is not None:
-            self.file.close()  # closing releases the lock
-            self.file = None
-
-    def __enter__(self):
-        return self.acquire()
-
-    def __exit__(self, *exc):
-        self.release()

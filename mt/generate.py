@@ -11,11 +11,12 @@ import sys
 
 import torch
 
-from mt.checkpoint import load_run
-from mt.decode import check_sampling, generate_lm
+from mt.data.tokenizer import CharTokenizer
 from mt.errors import UserError, cli_entry
 from mt.hardware import pick_device
-from mt.tokenizer import CharTokenizer
+from mt.inference.decode_options import DecodeOptions
+from mt.inference.generation import generate_lm
+from mt.inference.loading import load_run
 
 DEFAULT_MODEL = "runs/shakespeare_char"
 
@@ -39,7 +40,7 @@ def parse_args(argv):
 @cli_entry
 def main(argv=None):
     args = parse_args(argv)
-    check_sampling(args.temperature, args.top_k, args.top_p)
+    DecodeOptions(beam=1, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)  # the one range check
     device = pick_device(args.device)
     hint = "; train one with: python -m mt.train recipes/shakespeare_char.yaml" if args.model == DEFAULT_MODEL else ""
     cfg, tokenizer, model = load_run(args.model, device, hint)
@@ -60,7 +61,7 @@ def main(argv=None):
     for token in generate_lm(model, idx, args.max_new_tokens, args.temperature, args.top_k, args.top_p, generator):
         new_ids.append(token)
         text = tokenizer.decode(new_ids)  # decode the whole tail: subword pieces join with spaces correctly
-        out.write(text[len(printed):])
+        out.write(text[len(printed) :])
         out.flush()
         printed = text
     out.write("\n")

@@ -10,13 +10,18 @@ import torch
 from mt.errors import UserError
 
 
+def resolve_device(name: str) -> str:
+    """The device a name means here: 'auto' is cuda when one is visible, else cpu."""
+    if name != "auto":
+        return name
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def pick_device(name: str) -> torch.device:
     """'auto' takes CUDA when present; asking for CUDA without it is a user error."""
     if name == "cuda" and not torch.cuda.is_available():
         raise UserError("device 'cuda' was asked for, but no CUDA device is visible; ask for cpu or auto instead")
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(name)
+    device = torch.device(resolve_device(name))
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # TF32 for any fp32 matmul left outside autocast
         torch.backends.cudnn.allow_tf32 = True
@@ -67,5 +72,7 @@ def describe(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     name, flags = _cpuinfo("model name") or platform.machine(), cpu_flags()
-    units = " with AMX" if "amx_bf16" in flags else " with AVX-512 BF16" if "avx512_bf16" in flags else ", no bf16 units"
+    units = (
+        " with AMX" if "amx_bf16" in flags else " with AVX-512 BF16" if "avx512_bf16" in flags else ", no bf16 units"
+    )
     return f"{name}{units}, {torch.get_num_threads()} threads"

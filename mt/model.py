@@ -16,7 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mt.config import Config
-from mt.tokenizer import PAD
+from mt.data.tokenizer import PAD
 
 
 class KVCache:
@@ -74,6 +74,15 @@ class Attention(nn.Module):
         self.resid_dropout = nn.Dropout(dropout)
         self.query: nn.Module | None = None  # cross-attention's query rows as a module of their own (int8 inference)
 
+    def projection(self, part: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(weight, bias) of one part of the fused projection: "q" (D, D), "kv" (2D, D) or "qkv"
+        (3D, D), rows in that order. Attention maps, int8 and the CTranslate2 export ask for them
+        here rather than splitting the layout themselves."""
+        d = self.d_model
+        rows = {"q": (0, d), "kv": (d, 3 * d), "qkv": (0, 3 * d)}[part]
+        bias = self.qkv.bias[rows[0] : rows[1]] if self.qkv.bias is not None else None
+        return self.qkv.weight[rows[0] : rows[1]], bias
+
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
         return x.view(b, t, self.n_head, -1).transpose(1, 2)  # (B, T, D) -> (B, H, T, K)
@@ -86,8 +95,7 @@ class Attention(nn.Module):
             if cache is not None:
                 k, v = cache.append(k, v)  # (B, H, L, K): everything decoded so far
         else:
-            w_q, w_kv = self.qkv.weight.split([d, 2 * d])
-            b_q, b_kv = self.qkv.bias.split([d, 2 * d]) if self.qkv.bias is not None else (None, None)
+            (w_q, b_q), (w_kv, b_kv) = self.projection("q"), self.projection("kv")
             q = self.query(x) if self.query is not None else F.linear(x, w_q, b_q)
             if cache is not None and cache.len:  # memory keys/values were computed at the first step
                 k, v = cache.k, cache.v
@@ -228,11 +236,17 @@ def _init_transformer(model: nn.Module, d_model: int) -> None:
 class GPT(nn.Module):
     """Decoder-only language model: causal self-attention blocks, tied input/output embeddings."""
 
-    def __init__(self, vocab_size, block_size, n_layer, n_head, d_model, d_ff, dropout, bias, positions="learned"):
+    def __init__(self, *, vocab_size, block_size, n_layer, n_head, d_model, d_ff, dropout, bias, positions="learned"):
         super().__init__()
         self.block_size = block_size
-        self.embed = Embedding(vocab_size, block_size, d_model, positions, dropout,
-                               scale=math.sqrt(d_model) if positions == "sinusoidal" else 1.0)
+        self.embed = Embedding(
+            vocab_size,
+            block_size,
+            d_model,
+            positions,
+            dropout,
+            scale=math.sqrt(d_model) if positions == "sinusoidal" else 1.0,
+        )
         self.blocks = nn.ModuleList(Block(d_model, n_head, d_ff, dropout, bias) for _ in range(n_layer))
         self.ln_out = nn.LayerNorm(d_model, bias=bias)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
@@ -249,7 +263,7 @@ class GPT(nn.Module):
 class Bigram(nn.Module):
     """The lookup-table baseline: token i reads the next token's logits off row i."""
 
-    def __init__(self, vocab_size: int, block_size: int):
+    def __init__(self, *, vocab_size: int, block_size: int):
         super().__init__()
         self.block_size = block_size
         self.table = nn.Embedding(vocab_size, vocab_size)
@@ -267,8 +281,19 @@ class Transformer(nn.Module):
     """
 
     def __init__(
-        self, vocab_size, max_len, enc_layers, dec_layers, n_head, d_model, d_ff, dropout, bias,
-        positions="learned", tie_output=True,
+        self,
+        *,
+        vocab_size,
+        max_len,
+        enc_layers,
+        dec_layers,
+        n_head,
+        d_model,
+        d_ff,
+        dropout,
+        bias,
+        positions="learned",
+        tie_output=True,
     ):
         super().__init__()
         self.max_len, self.n_head = max_len, n_head
@@ -317,15 +342,26 @@ class Transformer(nn.Module):
 def build_model(cfg: Config, vocab_size: int) -> nn.Module:
     """The model a recipe describes, sized for its context (LM) or sentence length (translation)."""
     m = cfg.model
-    d_ff = m.d_ff or 4 * m.d_model
+    shared = dict(
+        vocab_size=vocab_size,
+        n_head=m.n_head,
+        d_model=m.d_model,
+        d_ff=m.d_ff or 4 * m.d_model,
+        dropout=m.dropout,
+        bias=m.bias,
+        positions=m.positions,
+    )
     if m.arch == "bigram":
-        return Bigram(vocab_size, cfg.data.block_size)
+        return Bigram(vocab_size=vocab_size, block_size=cfg.data.block_size)
     if m.arch == "gpt":
-        return GPT(vocab_size, cfg.data.block_size, m.n_layer, m.n_head, m.d_model, d_ff, m.dropout, m.bias, m.positions)
+        return GPT(block_size=cfg.data.block_size, n_layer=m.n_layer, **shared)
     # +1: the source's <END> and the target's <START> / <END> around at most max_len tokens
     return Transformer(
-        vocab_size, cfg.data.max_len + 1, m.enc_layers, m.dec_layers, m.n_head, m.d_model, d_ff,
-        m.dropout, m.bias, m.positions, m.tie_output,
+        max_len=cfg.data.max_len + 1,
+        enc_layers=m.enc_layers,
+        dec_layers=m.dec_layers,
+        tie_output=m.tie_output,
+        **shared,
     )
 
 

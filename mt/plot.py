@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from mt.errors import UserError, cli_entry
+from mt.errors import UserError, cli_entry, require_extra
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
@@ -35,13 +35,10 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 
 def plot_curves(rows: list[dict], out: Path, title: str) -> None:
-    try:
-        import matplotlib
+    matplotlib = require_extra("matplotlib", "plot", "pictures")
+    matplotlib.use("Agg")  # files, no window
+    import matplotlib.pyplot as plt
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UserError('pictures need matplotlib, an optional extra: pip install "mt[plot]"') from None
     steps = [r["step"] for r in rows]
     has_bleu = "val_bleu" in rows[0]
     fig, axes = plt.subplots(1, 2 if has_bleu else 1, figsize=(11 if has_bleu else 6, 4), squeeze=False)
@@ -57,7 +54,9 @@ def plot_curves(rows: list[dict], out: Path, title: str) -> None:
         bleu = [r["val_bleu"] for r in rows]
         bleu_ax.plot(steps, bleu, marker="o", markersize=3, color="tab:green", label="validation BLEU (greedy)")
         best = max(range(len(bleu)), key=bleu.__getitem__)
-        bleu_ax.annotate(f"best {bleu[best]:.2f}", (steps[best], bleu[best]), textcoords="offset points", xytext=(-30, -15))
+        bleu_ax.annotate(
+            f"best {bleu[best]:.2f}", (steps[best], bleu[best]), textcoords="offset points", xytext=(-30, -15)
+        )
         bleu_ax.set(xlabel="step", ylabel="BLEU", title="validation BLEU")
         bleu_ax.legend(loc="lower right")
         bleu_ax.grid(alpha=0.3)

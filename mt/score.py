@@ -14,33 +14,43 @@ from pathlib import Path
 
 from mt.errors import UserError, cli_entry
 from mt.files import read_lines
-from mt.translator import DEFAULT_MODEL, Translator
+from mt.flags import add_model_args, open_translator
 
 
 @cli_entry
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m mt.score", description="Score given translations with a trained model.")
-    p.add_argument("--model", action="append", metavar="DIR", help=f"run directory (default {DEFAULT_MODEL}); several: an ensemble")
     p.add_argument("--src", required=True, help="source sentences, one per line")
     p.add_argument("--tgt", required=True, help="translations to score, line-aligned with --src")
-    p.add_argument("--format", choices=["tsv", "jsonl"], default="tsv",
-                   help="tsv: total log-probability, per-token log-probability, tokens (default); jsonl: one object per pair")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
+    p.add_argument(
+        "--format",
+        choices=["tsv", "jsonl"],
+        default="tsv",
+        help="tsv: total log-probability, per-token log-probability, tokens (default); jsonl: one object per pair",
+    )
+    add_model_args(p, engines=False)
     args = p.parse_args(argv)
-    if args.batch_size <= 0:
-        raise UserError(f"--batch-size must be positive, got {args.batch_size}")
     src, tgt = read_lines(Path(args.src)), read_lines(Path(args.tgt))
     if len(src) != len(tgt):
-        raise UserError(f"{args.src} has {len(src)} lines but {args.tgt} has {len(tgt)}; the files must be line-aligned")
-    models = args.model or [DEFAULT_MODEL]
-    translator = Translator.load(models if len(models) > 1 else models[0], args.device)
+        raise UserError(
+            f"{args.src} has {len(src)} lines but {args.tgt} has {len(tgt)}; the files must be line-aligned"
+        )
+    translator = open_translator(args)
     for index, (total, tokens) in enumerate(translator.score(src, tgt, args.batch_size)):
         if args.format == "tsv":
             sys.stdout.write(f"{total:.4f}\t{total / tokens:.4f}\t{tokens}\n")
         else:
-            sys.stdout.write(json.dumps({"index": index, "logprob": round(total, 4),
-                                         "per_token": round(total / tokens, 4), "tokens": tokens}) + "\n")
+            sys.stdout.write(
+                json.dumps(
+                    {
+                        "index": index,
+                        "logprob": round(total, 4),
+                        "per_token": round(total / tokens, 4),
+                        "tokens": tokens,
+                    }
+                )
+                + "\n"
+            )
 
 
 if __name__ == "__main__":

@@ -13,14 +13,13 @@ import json
 import sys
 from pathlib import Path
 
-from mt.attention_map import cross_attention, save_heatmap, word_alignment
-from mt.engines import add_model_args, open_translator
 from mt.errors import UserError, cli_entry
 from mt.files import atomic_write, read_lines, split_lines
-from mt.options import add_decoding_args, from_args
-from mt.translator import Translator
+from mt.flags import add_decoding_args, add_model_args, from_args, open_translator
+from mt.inference.attention_maps import cross_attention, save_heatmap, word_alignment
+from mt.inference.translator import Translator
 
-__all__ = ["Translator", "main"]  # Translator lives in mt.translator; importing it from here still works
+__all__ = ["Translator", "main"]  # Translator lives in mt.inference.translator; importing it from here still works
 
 
 def parse_args(argv):
@@ -28,12 +27,17 @@ def parse_args(argv):
     p.add_argument("text", nargs="*", help="sentences to translate (else --input, else standard input)")
     p.add_argument("--input", help="file with one sentence per line")
     p.add_argument("--output", help="write translations here instead of standard output")
-    p.add_argument("--format", choices=["text", "tsv", "jsonl"],
-                   help="text: one translation per line (default); tsv: index, score, text (default with --n-best); "
-                        "jsonl: one JSON object per hypothesis")
+    p.add_argument(
+        "--format",
+        choices=["text", "tsv", "jsonl"],
+        help="text: one translation per line (default); tsv: index, score, text (default with --n-best); "
+        "jsonl: one JSON object per hypothesis",
+    )
     p.add_argument("--alignment", action="store_true", help="append ' ||| ' and source-target word alignments (i-j)")
     p.add_argument("--attention", metavar="PNG", help="save a heatmap of one sentence's cross-attention")
-    p.add_argument("--layer", type=int, default=-1, help="decoder layer for --attention/--alignment (default: the last)")
+    p.add_argument(
+        "--layer", type=int, default=-1, help="decoder layer for --attention/--alignment (default: the last)"
+    )
     p.add_argument("--head", type=int, help="attention head for --attention/--alignment (default: the mean of all)")
     add_model_args(p)
     add_decoding_args(p)
@@ -70,9 +74,17 @@ def format_lines(lines, found, fmt: str, alignments=None) -> str:
             elif fmt == "tsv":
                 out.append(f"{index}\t{h.score:.4f}\t{text}{extra}")
             else:
-                row = {"index": index, "rank": rank, "score": round(h.score, 4), "source": lines[index], "text": text,
-                       "tokens": h.tokens}
-                out.append(json.dumps(row | ({"alignment": alignments[index]} if alignments else {}), ensure_ascii=False))
+                row = {
+                    "index": index,
+                    "rank": rank,
+                    "score": round(h.score, 4),
+                    "source": lines[index],
+                    "text": text,
+                    "tokens": h.tokens,
+                }
+                out.append(
+                    json.dumps(row | ({"alignment": alignments[index]} if alignments else {}), ensure_ascii=False)
+                )
             if fmt == "text":
                 break  # the best only: one line per input
     return "".join(line + "\n" for line in out)
@@ -89,7 +101,9 @@ def main(argv=None):
     found = translator.translate(lines, options, batch_size=args.batch_size, hypotheses=True)
     alignments = None
     if args.alignment or args.attention:
-        maps = [_attention(translator, line, hyps[0], args) if hyps[0].ids else None for line, hyps in zip(lines, found)]
+        maps = [
+            _attention(translator, line, hyps[0], args) if hyps[0].ids else None for line, hyps in zip(lines, found)
+        ]
         alignments = [word_alignment(*m) if m else [] for m in maps] if args.alignment else None
         if args.attention and maps[0]:
             save_heatmap(*maps[0], args.attention, title=f"{lines[0]}\n→ {found[0][0].text}")

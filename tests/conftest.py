@@ -45,9 +45,17 @@ def toy_text_corpus(isolated_data, monkeypatch):
 WORDS = {"chat": "cat", "chien": "dog", "homme": "man", "femme": "woman", "enfant": "child"}
 COLOURS = {"noir": "black", "blanc": "white", "rouge": "red", "petit": "small"}
 TINY_MODEL = [
-    "model.enc_layers=1", "model.dec_layers=1", "model.d_model=32", "model.n_head=2", "model.d_ff=64",
-    "model.dropout=0.0", "tokenizer.vocab_size=39", "data.max_tokens=512", "train.device=cpu",
-    "train.warmup_steps=5", "train.lr=3e-3",
+    "model.enc_layers=1",
+    "model.dec_layers=1",
+    "model.d_model=32",
+    "model.n_head=2",
+    "model.d_ff=64",
+    "model.dropout=0.0",
+    "tokenizer.vocab_size=39",
+    "data.max_tokens=512",
+    "train.device=cpu",
+    "train.warmup_steps=5",
+    "train.lr=3e-3",
 ]
 
 
@@ -69,16 +77,28 @@ def run_dir(tmp_path_factory):
     spec = synthetic_corpus(tmp, 400)
     mp = pytest.MonkeyPatch()
     mp.setenv("MT_DATA_DIR", str(tmp / "data"))
-    train_module.main([
-        "recipes/fr_en.yaml", *TINY_MODEL, f"data.train=[{spec}]", f"data.valid={spec}", f"data.test={spec}",
-        "train.max_steps=300", "train.eval_every=300", f"out_dir={tmp / 'run'}",
-    ])
+    train_module.main(
+        [
+            "recipes/fr_en.yaml",
+            *TINY_MODEL,
+            f"data.train=[{spec}]",
+            f"data.valid={spec}",
+            f"data.test={spec}",
+            "train.max_steps=300",
+            "train.eval_every=300",
+            f"out_dir={tmp / 'run'}",
+        ]
+    )
     mp.undo()
     return tmp / "run"
 
 
-
 def cli(command, *args, stdin=None, env=None):
     """Run `python -m command args` as a user would; returns the CompletedProcess."""
-    return subprocess.run([sys.executable, "-m", command, *args], input=stdin, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", command, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )

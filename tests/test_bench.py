@@ -8,15 +8,21 @@ import sys
 
 def test_bench_quick_prints_table_and_writes_json(tmp_path):
     out = tmp_path / "bench.json"
-    result = subprocess.run([sys.executable, "-m", "mt.bench", "--quick", "--device", "cpu", "--out", str(out)],
-                            capture_output=True, text=True, timeout=600, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "mt.bench", "--quick", "--device", "cpu", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert "char GPT" in result.stdout and "translation Transformer" in result.stdout
     data = json.loads(out.read_text())
     assert [r["model"] for r in data["training"]] == ["char GPT", "translation Transformer"]
     assert all(r["tokens_per_s"] > 0 and r["mfu"] is None for r in data["training"])  # no known peak on CPU
     assert {(r["decoding"], r["batch"], r["kv_cache"]) for r in data["decoding"]} == {
-        (d, b, c) for d in ("greedy", "beam5") for b in (1, 8) for c in (True, False)}
+        (d, b, c) for d in ("greedy", "beam5") for b in (1, 8) for c in (True, False)
+    }
     lengths = {}
     for r in data["decoding"]:
         lengths.setdefault((r["decoding"], r["batch"]), set()).add(r["mean_output_tokens"])

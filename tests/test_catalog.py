@@ -4,7 +4,7 @@ import hashlib
 
 import pytest
 
-from mt import catalog
+from mt.data import catalog
 from mt.errors import UserError
 
 CONTENT = b"some corpus text\n"

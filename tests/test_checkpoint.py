@@ -28,10 +28,15 @@ def test_crafted_checkpoint_is_refused_through_the_real_commands(tmp_path):
     run.mkdir()
     torch.save({"model": {}, "config": Payload(marker)}, run / "best.pt")
     (run / "tokenizer.json").write_text('{"kind": "char", "chars": "abc"}')
-    result = subprocess.run([sys.executable, "-m", "mt.translate", "--model", str(run), "bonjour"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "mt.translate", "--model", str(run), "bonjour"], capture_output=True, text=True
+    )
     assert result.returncode == 2 and not marker.exists()
-    assert result.stderr.count("\n") == 1 and "refusing to load it" in result.stderr and str(run / "best.pt") in result.stderr
+    assert (
+        result.stderr.count("\n") == 1
+        and "refusing to load it" in result.stderr
+        and str(run / "best.pt") in result.stderr
+    )
 
 
 def test_truncated_checkpoint_is_named_as_damaged(tmp_path):

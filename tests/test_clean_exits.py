@@ -12,18 +12,27 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import TINY_MODEL, synthetic_corpus
 
 from mt import train as train_module
-from mt.files import RunLock
-from mt.train import Trainer
-
-from conftest import TINY_MODEL, synthetic_corpus
+from mt.training.run_dir import RunLock
+from mt.training.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
 LM = [
-    "recipes/shakespeare_char.yaml", "model.n_layer=1", "model.n_head=2", "model.d_model=16", "data.block_size=16",
-    "train.batch_size=4", "train.eval_every=4", "train.eval_batches=2", "train.warmup_steps=2",
-    "train.device=cpu", "train.precision=fp32", "train.log_every=1", "train.max_minutes=null",
+    "recipes/shakespeare_char.yaml",
+    "model.n_layer=1",
+    "model.n_head=2",
+    "model.d_model=16",
+    "data.block_size=16",
+    "train.batch_size=4",
+    "train.eval_every=4",
+    "train.eval_batches=2",
+    "train.warmup_steps=2",
+    "train.device=cpu",
+    "train.precision=fp32",
+    "train.log_every=1",
+    "train.max_minutes=null",
 ]
 # How each path is brought about: recipe overrides, and whether a step raises.
 PATHS = {
@@ -36,8 +45,18 @@ PATHS = {
 
 def translation_args(tmp_path, *extra):
     spec = synthetic_corpus(tmp_path, 200)
-    return ["recipes/fr_en.yaml", *TINY_MODEL, f"data.train=[{spec}]", f"data.valid={spec}", "train.report=false", "tokenizer.kind=char",
-            "train.eval_every=4", "train.max_minutes=null", f"out_dir={tmp_path / 'run'}", *extra]
+    return [
+        "recipes/fr_en.yaml",
+        *TINY_MODEL,
+        f"data.train=[{spec}]",
+        f"data.valid={spec}",
+        "train.report=false",
+        "tokenizer.kind=char",
+        "train.eval_every=4",
+        "train.max_minutes=null",
+        f"out_dir={tmp_path / 'run'}",
+        *extra,
+    ]
 
 
 def no_prefetch_thread_left():
@@ -64,9 +83,13 @@ def failing_step(monkeypatch, at_step=3):
 def test_one_process_lets_go_of_threads_and_lock_on_every_path(path, tmp_path, monkeypatch, capsys):
     bad = tmp_path / "bad.fr"
     bad.write_bytes(b"le chat\n\xff\xfe\n")
-    extra = {"done": ["train.max_steps=8"], "budget": ["train.max_steps=100000", "train.max_minutes=0.002"],
-             "interrupted": ["train.max_steps=100000"], "exception": ["train.max_steps=8"],
-             "user error": [f"data.train=[{{path: text, data_files: {{fr: {bad}, en: {bad}}}}}]"]}[path]
+    extra = {
+        "done": ["train.max_steps=8"],
+        "budget": ["train.max_steps=100000", "train.max_minutes=0.002"],
+        "interrupted": ["train.max_steps=100000"],
+        "exception": ["train.max_steps=8"],
+        "user error": [f"data.train=[{{path: text, data_files: {{fr: {bad}, en: {bad}}}}}]"],
+    }[path]
     if path == "exception":
         failing_step(monkeypatch)
     if path == "interrupted":
@@ -97,14 +120,22 @@ def test_one_process_lets_go_of_threads_and_lock_on_every_path(path, tmp_path, m
 
 
 def torchrun(args, env, **kwargs):
-    return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *args],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **kwargs,
+    )
 
 
 CRASHING_WORKER = """
 import sys
-from mt.train import Trainer, main
+from mt.train import main
+from mt.training.trainer import Trainer
 original = Trainer.train_step
 def train_step(self, batches):
     if self.state.step == 3 and self.world.rank == int(sys.argv[1]):
@@ -158,7 +189,12 @@ def test_two_processes_end_cleanly_on_every_path(path, toy_text_corpus, tmp_path
 
 @pytest.mark.slow
 def test_stress_check_counts_clean_two_process_runs():
-    result = subprocess.run([sys.executable, str(REPO / "bench" / "clean_exits.py"), "--runs", "2", "--seed", "1"],
-                            capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "clean_exits.py"), "--runs", "2", "--seed", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert "2 of 2 two-process runs ended cleanly" in result.stdout

@@ -80,7 +80,11 @@ def test_train_cli_config_errors_are_one_line(tmp_path, args, message):
     assert "Traceback" not in result.stderr
 
 
-BLOCKS = BASE + "train:\n  max_steps: 100\ncpu:\n  train:\n    max_steps: 7\n  model:\n    n_layer: 2\ncuda:\n  train:\n    max_steps: 9000\n    compile: true\n"
+BLOCKS = (
+    BASE
+    + "train:\n  max_steps: 100\ncpu:\n  train:\n    max_steps: 7\n  model:\n    n_layer: 2\n"
+    + "cuda:\n  train:\n    max_steps: 9000\n    compile: true\n"
+)
 
 
 def test_device_block_for_cpu_and_for_cuda(tmp_path):
@@ -113,7 +117,9 @@ def test_saved_config_records_the_merged_settings(tmp_path):
 
 def test_unknown_key_in_a_block_is_an_error_whichever_device(tmp_path):
     path = write(tmp_path, BASE + "cuda:\n  train:\n    max_stepz: 5\n")
-    with pytest.raises(UserError, match=r"cuda block.*unknown key 'train.max_stepz' \(did you mean 'train.max_steps'\?\)"):
+    with pytest.raises(
+        UserError, match=r"cuda block.*unknown key 'train.max_stepz' \(did you mean 'train.max_steps'\?\)"
+    ):
         load_config(path, device="cpu")
     with pytest.raises(UserError, match="'cpu' must be a mapping"):
         load_config(write(tmp_path, BASE + "cpu: fast\n"))

@@ -5,13 +5,17 @@ import itertools
 import pytest
 from conftest import COLOURS, WORDS, cli
 
-ctranslate2 = pytest.importorskip("ctranslate2", reason="the ctranslate2 extra is not installed (pip install 'mt[ctranslate2]'); .ci/run installs it")
+ctranslate2 = pytest.importorskip(
+    "ctranslate2", reason="the ctranslate2 extra is not installed (pip install 'mt[ctranslate2]'); .ci/run installs it"
+)
 
 
 def sentences():
     """Three dozen inputs: the training pattern and variations on it the model never saw."""
     seen = [f"le {n} {c}" for n, c in itertools.product(WORDS, COLOURS)][:20]
-    unseen = [f"un {n}" for n in WORDS] + [f"le {n} {c} et le {m}" for n, c, m in zip(WORDS, COLOURS, reversed(list(WORDS)))]
+    unseen = [f"un {n}" for n in WORDS] + [
+        f"le {n} {c} et le {m}" for n, c, m in zip(WORDS, COLOURS, reversed(list(WORDS)))
+    ]
     return seen + unseen + ["chat", "noir noir noir", "le le le"]
 
 

@@ -9,22 +9,25 @@ import pytest
 from conftest import cli
 
 from mt.errors import UserError
-from mt.options import DecodeOptions
-from mt.translator import Translator
+from mt.inference.decode_options import DecodeOptions
+from mt.inference.translator import Translator
 
 SOURCES = ["le chat noir", "le chien blanc", "la femme rouge", "le petit enfant", "le homme noir", "un chat"]
 
 
-@pytest.mark.parametrize("changes, words", [
-    ({"beam": 0}, "beam must be >= 1"),
-    ({"top_k": 0, "temperature": 1.0, "beam": 1}, "top_k must be a positive"),
-    ({"top_p": 0.0, "temperature": 1.0, "beam": 1}, "top_p must be a probability"),
-    ({"temperature": 0.5, "beam": 4}, "use beam 1"),
-    ({"n_best": 3, "beam": 2}, "n_best must be between 1 and the beam size (2)"),
-    ({"top_k": 5}, "give a temperature > 0"),
-    ({"max_len": -1}, "max_len must be a positive"),
-    ({"beam": "5"}, "beam must be an integer"),
-])
+@pytest.mark.parametrize(
+    "changes, words",
+    [
+        ({"beam": 0}, "beam must be >= 1"),
+        ({"top_k": 0, "temperature": 1.0, "beam": 1}, "top_k must be a positive"),
+        ({"top_p": 0.0, "temperature": 1.0, "beam": 1}, "top_p must be a probability"),
+        ({"temperature": 0.5, "beam": 4}, "use beam 1"),
+        ({"n_best": 3, "beam": 2}, "n_best must be between 1 and the beam size (2)"),
+        ({"top_k": 5}, "give a temperature > 0"),
+        ({"max_len": -1}, "max_len must be a positive"),
+        ({"beam": "5"}, "beam must be an integer"),
+    ],
+)
 def test_options_are_checked_in_one_place(changes, words):
     with pytest.raises(UserError, match=re.escape(words)):
         DecodeOptions(**changes)
@@ -39,8 +42,17 @@ def test_recipe_decode_section_is_checked_and_named(tmp_path):
         load_config("recipes/fr_en.yaml", ["decode.beem=2"])
 
 
-@pytest.mark.parametrize("flags", [["--sample", "--top-k", "0"], ["--sample", "--top-p", "0"], ["--beam", "2", "--n-best", "3"],
-                                   ["--top-k", "5"], ["--sample", "--temperature", "-1"], ["--batch-size", "0"]])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--sample", "--top-k", "0"],
+        ["--sample", "--top-p", "0"],
+        ["--beam", "2", "--n-best", "3"],
+        ["--top-k", "5"],
+        ["--sample", "--temperature", "-1"],
+        ["--batch-size", "0"],
+    ],
+)
 def test_bad_decoding_flags_are_one_line_errors(run_dir, flags):
     result = cli("mt.translate", "--model", str(run_dir), *flags, "le chat noir")
     assert result.returncode == 2 and result.stdout == ""
@@ -57,7 +69,9 @@ def test_n_best_lists_as_tsv_and_jsonl(run_dir):
         assert scores == sorted(scores, reverse=True)
     best = cli("mt.translate", "--model", str(run_dir), "--beam", "4", *SOURCES).stdout.splitlines()
     assert [r[2] for r in rows[::3]] == best  # the first of each n-best list is the 1-best output
-    as_json = cli("mt.translate", "--model", str(run_dir), "--beam", "4", "--n-best", "2", "--format", "jsonl", *SOURCES)
+    as_json = cli(
+        "mt.translate", "--model", str(run_dir), "--beam", "4", "--n-best", "2", "--format", "jsonl", *SOURCES
+    )
     objects = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert len(objects) == 2 * len(SOURCES) and objects[0]["source"] == SOURCES[0] and objects[1]["rank"] == 1
 
@@ -67,7 +81,10 @@ def test_api_returns_strings_or_hypotheses(run_dir):
     assert t.translate(["le chat noir", ""], beam=1) == ["the black cat", ""]
     found = t.translate(["le chat noir"], DecodeOptions(beam=3, n_best=3), hypotheses=True)[0]
     assert len(found) == 3 and found[0].text == "the black cat" and found[0].score >= found[1].score
-    assert t.tokenizer.decode(found[0].ids) == found[0].text and "".join(found[0].tokens).replace("▁", " ").strip() == found[0].text
+    assert (
+        t.tokenizer.decode(found[0].ids) == found[0].text
+        and "".join(found[0].tokens).replace("▁", " ").strip() == found[0].text
+    )
 
 
 def test_score_of_greedy_output_is_greedys_own_score_and_beam_scores_no_lower(run_dir, tmp_path):
@@ -118,9 +135,10 @@ def test_an_ensemble_of_one_model_twice_is_that_model(run_dir, tmp_path):
     assert double.returncode == 0 and double.stdout == single.stdout
     other = tmp_path / "other"
     shutil.copytree(run_dir, other)
-    from mt.tokenizer import SentencePieceTokenizer
+    from mt.data.tokenizer import SentencePieceTokenizer
 
-    words = "un deux trois quatre cinq six sept huit neuf dix onze douze treize quatorze quinze seize vingt cent mille".split()
+    words = "un deux trois quatre cinq six sept huit neuf dix onze douze treize quatorze quinze seize vingt cent mille"
+    words = words.split()
     text = [" ".join(words[i:] + words[:i]) for i in range(len(words))] * 20
     SentencePieceTokenizer.train(text, vocab_size=39).save(other)  # the same size, other pieces
     refused = cli("mt.translate", "--model", str(run_dir), "--model", str(other), "le chat")
@@ -128,7 +146,7 @@ def test_an_ensemble_of_one_model_twice_is_that_model(run_dir, tmp_path):
 
 
 def test_a_checkpoint_that_does_not_fit_its_tokenizer_is_a_one_line_error(run_dir, tmp_path):
-    from mt.tokenizer import SentencePieceTokenizer
+    from mt.data.tokenizer import SentencePieceTokenizer
 
     other = tmp_path / "other"
     shutil.copytree(run_dir, other)

@@ -9,13 +9,23 @@ import sys
 import numpy as np
 import pytest
 
-from mt.batching import shard, token_batches
-from mt.checkpoint import load_checkpoint, load_run
+from mt.checkpoint import load_checkpoint
+from mt.data.batching import shard, token_batches
+from mt.inference.loading import load_run
 
 COMMON = [
-    "recipes/shakespeare_char.yaml", "model.n_layer=1", "model.n_head=2", "model.d_model=16", "model.dropout=0.0",
-    "data.block_size=16", "train.max_steps=8", "train.eval_every=4", "train.eval_batches=4",
-    "train.warmup_steps=2", "train.device=cpu", "train.log_every=2",
+    "recipes/shakespeare_char.yaml",
+    "model.n_layer=1",
+    "model.n_head=2",
+    "model.d_model=16",
+    "model.dropout=0.0",
+    "data.block_size=16",
+    "train.max_steps=8",
+    "train.eval_every=4",
+    "train.eval_batches=4",
+    "train.warmup_steps=2",
+    "train.device=cpu",
+    "train.log_every=2",
     "train.precision=fp32",  # bf16 rounding would swamp the summation-order differences compared here
 ]
 
@@ -38,13 +48,37 @@ def test_two_gloo_processes_match_one_process_with_the_same_global_batch(toy_tex
     toy_text_corpus.write_text("".join(rng.choice("abcdefgh ijklmn\nopqrstu") for _ in range(20_000)))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for batch_size in (8, 4):
-        one = subprocess.run([sys.executable, "-m", "mt.train", *COMMON, f"train.batch_size={batch_size}",
-                              f"out_dir={tmp_path / f'one{batch_size}'}"], capture_output=True, text=True, env=env)
+        one = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mt.train",
+                *COMMON,
+                f"train.batch_size={batch_size}",
+                f"out_dir={tmp_path / f'one{batch_size}'}",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         assert one.returncode == 0, one.stderr
     two = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "mt.train", *COMMON,
-         "train.batch_size=4", f"out_dir={tmp_path / 'two'}"],
-        capture_output=True, text=True, env=env, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "-m",
+            "mt.train",
+            *COMMON,
+            "train.batch_size=4",
+            f"out_dir={tmp_path / 'two'}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert two.returncode == 0, two.stderr[-3000:]
     assert "x 2 processes" in two.stderr

@@ -18,11 +18,21 @@ def trained_run(tmp_path_factory):
     mp.setenv("MT_DATA_DIR", str(tmp / "data"))
     mp.delenv("MT_DATA_MIRROR", raising=False)
     out = tmp / "run"
-    train_module.main([
-        "recipes/shakespeare_char.yaml", "model.n_layer=1", "model.n_head=2", "model.d_model=16",
-        "data.block_size=16", "train.batch_size=8", "train.max_steps=20", "train.eval_every=20",
-        "train.eval_batches=2", "train.device=cpu", f"out_dir={out}",
-    ])
+    train_module.main(
+        [
+            "recipes/shakespeare_char.yaml",
+            "model.n_layer=1",
+            "model.n_head=2",
+            "model.d_model=16",
+            "data.block_size=16",
+            "train.batch_size=8",
+            "train.max_steps=20",
+            "train.eval_every=20",
+            "train.eval_batches=2",
+            "train.device=cpu",
+            f"out_dir={out}",
+        ]
+    )
     mp.undo()
     return out
 
@@ -49,7 +59,9 @@ def test_context_longer_than_block_size_is_cropped(trained_run):
 def test_unknown_prompt_character_is_a_clear_error(trained_run):
     result = generate("--model", str(trained_run), "--prompt", "Zebra ☃")
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == ["error: the prompt has characters the model never saw: 'Z☃'; remove them"]
+    assert result.stderr.strip().splitlines() == [
+        "error: the prompt has characters the model never saw: 'Z☃'; remove them"
+    ]
 
 
 def test_missing_model_says_how_to_train(tmp_path, monkeypatch):

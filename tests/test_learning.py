@@ -11,7 +11,9 @@ def test_tiny_gpt_overfits_repeated_text():
     chars = sorted(set(text))
     data = torch.tensor([chars.index(c) for c in text])
     block = 32
-    model = GPT(len(chars), block, n_layer=2, n_head=2, d_model=32, d_ff=128, dropout=0.0, bias=True)
+    model = GPT(
+        vocab_size=len(chars), block_size=block, n_layer=2, n_head=2, d_model=32, d_ff=128, dropout=0.0, bias=True
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     for _ in range(300):
         starts = torch.randint(len(data) - block, (16, 1))
@@ -40,7 +42,7 @@ def test_bigram_learns_markov_transition_table():
     for i in range(1, n):  # sample the chain
         seq[i] = torch.multinomial(transitions[seq[i - 1]], 1)
     seq += 1  # id 0 is <pad>, which the loss ignores
-    model = Bigram(v + 1, block_size=8)
+    model = Bigram(vocab_size=v + 1, block_size=8)
     opt = torch.optim.Adam(model.parameters(), lr=0.1)
     x, y = seq[:-1].view(1, -1), seq[1:].view(1, -1)
     for _ in range(300):

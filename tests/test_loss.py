@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from mt.data.tokenizer import PAD
 from mt.model import token_loss
-from mt.tokenizer import PAD
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
@@ -16,7 +16,9 @@ def test_token_loss_matches_cross_entropy(smoothing):
     targets[0, 3:] = PAD  # padding contributes neither loss nor gradient
     ours = token_loss(logits, targets, smoothing)
     (grad_ours,) = torch.autograd.grad(ours * 2.5, logits)
-    reference = F.cross_entropy(logits.reshape(-1, 11), targets.reshape(-1), ignore_index=PAD, label_smoothing=smoothing)
+    reference = F.cross_entropy(
+        logits.reshape(-1, 11), targets.reshape(-1), ignore_index=PAD, label_smoothing=smoothing
+    )
     (grad_ref,) = torch.autograd.grad(reference * 2.5, logits)
     assert torch.allclose(ours, reference, atol=1e-6)
     assert torch.allclose(grad_ours, grad_ref, atol=1e-6)

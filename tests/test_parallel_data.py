@@ -8,21 +8,25 @@ import time
 import numpy as np
 import pytest
 
-from mt.batching import prefetch, token_batches
-from mt.errors import UserError
-from mt.parallel_data import (
+from mt.data.batching import prefetch, token_batches
+from mt.data.corpora import (
     EncodedCorpus,
     columns,
     encode_pairs,
     load_corpora,
     load_pairs,
 )
-from mt.tokenizer import CharTokenizer
+from mt.data.tokenizer import CharTokenizer
+from mt.errors import UserError
 
 
 def text_spec(tmp_path, fr_lines, en_lines):
-    (tmp_path / "c.fr").write_bytes(fr_lines if isinstance(fr_lines, bytes) else "".join(l + "\n" for l in fr_lines).encode())
-    (tmp_path / "c.en").write_bytes(en_lines if isinstance(en_lines, bytes) else "".join(l + "\n" for l in en_lines).encode())
+    (tmp_path / "c.fr").write_bytes(
+        fr_lines if isinstance(fr_lines, bytes) else "".join(line + "\n" for line in fr_lines).encode()
+    )
+    (tmp_path / "c.en").write_bytes(
+        en_lines if isinstance(en_lines, bytes) else "".join(line + "\n" for line in en_lines).encode()
+    )
     return {"path": "text", "data_files": {"fr": str(tmp_path / "c.fr"), "en": str(tmp_path / "c.en")}}
 
 
@@ -45,12 +49,20 @@ def test_gzip_and_column_specs(tmp_path):
         f.write("hello\nthanks\n")
     gz = {"path": "text", "data_files": {"fr": str(tmp_path / "a.fr.gz"), "en": str(tmp_path / "a.en.gz")}}
     (tmp_path / "p.tsv").write_text("english\tfrench\nhello\tbonjour\nyes\toui\n")
-    tsv = {"path": "csv", "data_files": str(tmp_path / "p.tsv"), "delimiter": "\t", "columns": {"fr": "french", "en": "english"}}
+    tsv = {
+        "path": "csv",
+        "data_files": str(tmp_path / "p.tsv"),
+        "delimiter": "\t",
+        "columns": {"fr": "french", "en": "english"},
+    }
     (tmp_path / "p.jsonl").write_text('{"translation": {"fr": "chat", "en": "cat"}}\n')
     js = {"path": "json", "data_files": str(tmp_path / "p.jsonl"), "field": "translation"}
     ds, repeats = load_corpora([gz, tsv, {**js, "repeat": 3}], "train", "fr", "en")
     assert repeats.tolist() == [1, 1, 1, 1, 3]
-    assert columns(ds, "src", "tgt") == [["bonjour", "merci", "bonjour", "oui", "chat"], ["hello", "thanks", "hello", "yes", "cat"]]
+    assert columns(ds, "src", "tgt") == [
+        ["bonjour", "merci", "bonjour", "oui", "chat"],
+        ["hello", "thanks", "hello", "yes", "cat"],
+    ]
     with pytest.raises(UserError, match="no column 'fr'"):
         load_pairs({"path": "csv", "data_files": str(tmp_path / "p.tsv"), "delimiter": "\t"}, "train", "fr", "en")
 
@@ -76,7 +88,9 @@ def test_encoding_is_cached_and_split_across_processes(tmp_path):
     files = list((tmp_path / "cache").glob("encoded-*.arrow"))
     assert len(files) == 1
     second = encode_pairs(ds, tok, tmp_path / "cache")
-    assert second.cache_files[0]["filename"] == str(files[0]) and columns(second, "src_ids") == columns(first, "src_ids")
+    assert second.cache_files[0]["filename"] == str(files[0]) and columns(second, "src_ids") == columns(
+        first, "src_ids"
+    )
     two = encode_pairs(ds, tok, tmp_path / "other", num_proc=2)
     assert len(two.cache_files) == 2  # one Arrow shard per process, read back in order
     assert columns(two, "src_ids", "tgt_len") == columns(first, "src_ids", "tgt_len")
@@ -100,7 +114,7 @@ def test_token_batches_respect_budget_and_cover_each_pair_once():
 
 def test_sentencepiece_model_is_cached_by_content(tmp_path):
     from mt.config import load_config
-    from mt.translation import train_tokenizer
+    from mt.training.translation_task import train_tokenizer
 
     fr = [f"le chat numéro {i} dort près de la fenêtre" for i in range(200)]
     en = [f"the cat number {i} sleeps near the window" for i in range(200)]
@@ -117,6 +131,7 @@ def test_sentencepiece_model_is_cached_by_content(tmp_path):
 def test_closing_the_prefetched_stream_stops_its_thread():
     """Training closes its batch stream on the way out; no prefetch thread may outlive it (one
     left inside torch or arrow code as the interpreter exits can abort the process)."""
+
     def slow_items():
         for i in range(1000):
             time.sleep(0.05)
@@ -141,7 +156,7 @@ def test_newstest_from_the_mirror(mirror):
 @pytest.mark.parametrize("lines", [["", "", ""], []], ids=["all empty", "no lines"])
 def test_a_corpus_without_text_says_so_in_one_line(tmp_path, lines):
     from mt.config import load_config
-    from mt.translation import train_tokenizer
+    from mt.training.translation_task import train_tokenizer
 
     cfg = load_config("recipes/fr_en.yaml", ["tokenizer.vocab_size=60"])
     ds = load_pairs(text_spec(tmp_path, lines, lines), "train", "fr", "en")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from mt.batching import collate
+from mt.data.batching import collate
 from mt.hardware import autocast, cpu_has_bf16, uses_bf16
 from mt.model import GPT, Transformer, token_loss
 
@@ -17,8 +17,17 @@ V = 40
 
 def transformer(layers=2):
     torch.manual_seed(0)
-    return Transformer(V, max_len=33, enc_layers=layers, dec_layers=layers, n_head=2, d_model=32, d_ff=64, dropout=0.0,
-                       bias=True)
+    return Transformer(
+        vocab_size=V,
+        max_len=33,
+        enc_layers=layers,
+        dec_layers=layers,
+        n_head=2,
+        d_model=32,
+        d_ff=64,
+        dropout=0.0,
+        bias=True,
+    )
 
 
 def random_batch(seed, n, longest, multiple=1):
@@ -64,13 +73,16 @@ def test_compiled_transformer_matches_eager_on_changing_shapes():
 
 def test_bf16_autocast_keeps_the_loss_near_fp32():
     torch.manual_seed(0)
-    gpt = GPT(V, 32, n_layer=2, n_head=2, d_model=64, d_ff=128, dropout=0.0, bias=True)
+    gpt = GPT(vocab_size=V, block_size=32, n_layer=2, n_head=2, d_model=64, d_ff=128, dropout=0.0, bias=True)
     x = torch.randint(4, V, (8, 33))
     model = transformer()
     batch = random_batch(3, 8, 20)
     fp32 = [token_loss(gpt(x[:, :-1]), x[:, 1:]), token_loss(model(batch["src"], batch["tgt_in"]), batch["tgt_out"])]
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        bf16 = [token_loss(gpt(x[:, :-1]), x[:, 1:]), token_loss(model(batch["src"], batch["tgt_in"]), batch["tgt_out"])]
+        bf16 = [
+            token_loss(gpt(x[:, :-1]), x[:, 1:]),
+            token_loss(model(batch["src"], batch["tgt_in"]), batch["tgt_out"]),
+        ]
         assert gpt(x[:, :-1]).dtype == torch.bfloat16  # autocast really ran the matmuls in bf16
     for a, b in zip(fp32, bf16):
         assert b.dtype == torch.float32  # the loss itself is computed in fp32
@@ -101,11 +113,24 @@ def test_bf16_training_step_on_cpu_keeps_gradients_near_fp32():
 def test_training_in_bf16_on_cpu_through_the_cli(toy_text_corpus, tmp_path):
     from mt import train as train_module
 
-    train_module.main([
-        "recipes/shakespeare_char.yaml", "model.n_layer=1", "model.n_head=2", "model.d_model=32", "data.block_size=16",
-        "train.batch_size=8", "train.max_steps=30", "train.eval_every=15", "train.eval_batches=2", "train.device=cpu",
-        "train.precision=bf16", "train.lr=3e-3", "train.warmup_steps=2", f"out_dir={tmp_path}/run",
-    ])
+    train_module.main(
+        [
+            "recipes/shakespeare_char.yaml",
+            "model.n_layer=1",
+            "model.n_head=2",
+            "model.d_model=32",
+            "data.block_size=16",
+            "train.batch_size=8",
+            "train.max_steps=30",
+            "train.eval_every=15",
+            "train.eval_batches=2",
+            "train.device=cpu",
+            "train.precision=bf16",
+            "train.lr=3e-3",
+            "train.warmup_steps=2",
+            f"out_dir={tmp_path}/run",
+        ]
+    )
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [15, 30]
     assert all(math.isfinite(r["val_loss"]) for r in rows) and rows[1]["train_loss"] < rows[0]["train_loss"]

@@ -29,7 +29,7 @@ import json, sys
 from pathlib import Path
 import torch
 from mt.config import load_config
-from mt.translation import TranslationTask
+from mt.training.translation_task import TranslationTask
 parquet, work = sys.argv[1], Path(sys.argv[2])
 cfg = load_config("recipes/fr_en.yaml", [
     f"data.train=[{{path: parquet, data_files: {parquet}, columns: {{fr: fr, en: en}}}}]",
@@ -93,11 +93,20 @@ def test_million_pairs_load_and_batch_in_bounded_memory(tmp_path):
     write_synthetic_corpus(tmp_path / "pairs.parquet", PAIRS)
     (tmp_path / "valid.fr").write_text("un deux trois\n" * 20)
     (tmp_path / "valid.en").write_text("one two three\n" * 20)
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_DATASETS_CACHE=str(tmp_path / "hf" / "datasets"),
-               MT_DATA_DIR=str(tmp_path / "data"))
-    child = subprocess.Popen([sys.executable, "-c", TRAIN_ONE_EPOCH, str(tmp_path / "pairs.parquet"), str(tmp_path)],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             cwd=Path(__file__).resolve().parents[1])
+    env = dict(
+        os.environ,
+        HF_HOME=str(tmp_path / "hf"),
+        HF_DATASETS_CACHE=str(tmp_path / "hf" / "datasets"),
+        MT_DATA_DIR=str(tmp_path / "data"),
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", TRAIN_ONE_EPOCH, str(tmp_path / "pairs.parquet"), str(tmp_path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     peak = 0
     while child.poll() is None:
         peak = max(peak, proportional_anon_mb(child.pid))

@@ -24,8 +24,12 @@ def free_port() -> int:
 
 def start_server(run_dir, *flags):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "mt.serve", "--model", str(run_dir), "--port", str(port), *flags],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mt.serve", "--model", str(run_dir), "--port", str(port), *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -55,7 +59,9 @@ def stop(proc):
 
 
 def post(url, body, **kw):
-    return httpx.post(f"{url}/translate", content=body if isinstance(body, (bytes, str)) else json.dumps(body), timeout=30, **kw)
+    return httpx.post(
+        f"{url}/translate", content=body if isinstance(body, (bytes, str)) else json.dumps(body), timeout=30, **kw
+    )
 
 
 def test_health_info_and_page(server):
@@ -78,18 +84,21 @@ def test_translations_come_back_in_order_and_match_the_command(server, run_dir):
     assert len(nbest) == 2 and nbest[0]["score"] >= nbest[1]["score"]
 
 
-@pytest.mark.parametrize("body, status, words", [
-    (b"{not json", 422, "not valid JSON"),
-    (b"\xff\xfe", 422, "not valid JSON"),
-    ({"txt": "bonjour"}, 422, '"text"'),
-    ({"text": 5}, 422, "a string or a list of strings"),
-    ({"text": ["a", 5]}, 422, "a string or a list of strings"),
-    ({"text": ["le chat"] * 9}, 413, "the limit is 8 (--max-sentences)"),
-    ({"text": "x" * 201}, 413, "the limit is 200 (--max-chars)"),
-    ({"text": "le chat", "beam": 0}, 422, "beam must be >= 1"),
-    ({"text": "le chat", "beem": 2}, 422, "unknown decoding option(s) beem"),
-    ({"text": "le chat", "top_k": 0, "temperature": 1}, 422, "top_k must be a positive"),
-])
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        (b"{not json", 422, "not valid JSON"),
+        (b"\xff\xfe", 422, "not valid JSON"),
+        ({"txt": "bonjour"}, 422, '"text"'),
+        ({"text": 5}, 422, "a string or a list of strings"),
+        ({"text": ["a", 5]}, 422, "a string or a list of strings"),
+        ({"text": ["le chat"] * 9}, 413, "the limit is 8 (--max-sentences)"),
+        ({"text": "x" * 201}, 413, "the limit is 200 (--max-chars)"),
+        ({"text": "le chat", "beam": 0}, 422, "beam must be >= 1"),
+        ({"text": "le chat", "beem": 2}, 422, "unknown decoding option(s) beem"),
+        ({"text": "le chat", "top_k": 0, "temperature": 1}, 422, "top_k must be a positive"),
+    ],
+)
 def test_bad_requests_get_a_json_error_saying_what_is_wrong(server, body, status, words):
     response = post(server, body)
     assert response.status_code == status and words in response.json()["error"]
@@ -98,7 +107,10 @@ def test_bad_requests_get_a_json_error_saying_what_is_wrong(server, body, status
 def test_concurrent_requests_are_batched_and_keep_their_own_options(server):
     before = httpx.get(f"{server}/info").json()
     cases = [({"text": ["le chat noir", "le chien blanc"], "beam": b}) for b in (1, 2, 3)] * 6
-    expected = {b: post(server, {"text": ["le chat noir", "le chien blanc"], "beam": b}).json()["translations"] for b in (1, 2, 3)}
+    expected = {
+        b: post(server, {"text": ["le chat noir", "le chien blanc"], "beam": b}).json()["translations"]
+        for b in (1, 2, 3)
+    }
     results = [None] * len(cases)
 
     def ask(i):
@@ -121,15 +133,20 @@ def test_a_client_that_goes_away_does_not_stall_the_server(server):
     body = json.dumps({"text": ["le chat noir"] * 8, "beam": 5}).encode()
     for _ in range(3):
         with socket.create_connection((host, int(port))) as s:
-            s.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            s.sendall(
+                b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
     assert post(server, {"text": "le chien blanc", "beam": 1}).json()["translations"] == ["the white dog"]
 
 
 def test_sigterm_finishes_the_request_in_flight(run_dir):
     proc, url = start_server(run_dir, "--batch-wait-ms", "1500")  # the request waits 1.5 s in the batcher
     answer = {}
-    thread = threading.Thread(target=lambda: answer.update(r=post(url, {"text": ["le chat noir et le chien blanc"] * 60, "beam": 5})))
+    thread = threading.Thread(
+        target=lambda: answer.update(r=post(url, {"text": ["le chat noir et le chien blanc"] * 60, "beam": 5}))
+    )
     thread.start()
     time.sleep(0.5)
     assert thread.is_alive()  # still waiting for its answer when the signal comes
@@ -140,5 +157,7 @@ def test_sigterm_finishes_the_request_in_flight(run_dir):
 
 
 def test_bad_server_flags_are_a_one_line_error():
-    result = subprocess.run([sys.executable, "-m", "mt.serve", "--max-chars", "0"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "mt.serve", "--max-chars", "0"], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2 and "must be positive" in result.stderr

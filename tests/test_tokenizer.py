@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from mt.batching import collate
-from mt.tokenizer import END, PAD, START, UNK, CharTokenizer, SentencePieceTokenizer, load_tokenizer
+from mt.data.batching import collate
+from mt.data.tokenizer import END, PAD, START, UNK, CharTokenizer, SentencePieceTokenizer, load_tokenizer
 
 FRENCH = [
     "L’homme à la casquette regarde l'océan.",
@@ -41,6 +41,7 @@ def test_save_load_and_subword_sampling(tmp_path):
     tok.save(tmp_path)
     again = load_tokenizer(tmp_path)
     assert again.encode(FRENCH[1]) == tok.encode(FRENCH[1]) and again.fingerprint() == tok.fingerprint()
+
     def draws(seed):
         rng = np.random.default_rng(seed)
         return [tuple(tok.sample_encode_batch([FRENCH[2]], 0.5, rng)[0]) for _ in range(20)]

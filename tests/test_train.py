@@ -11,12 +11,21 @@ import torch
 
 from mt import train as train_module
 from mt.checkpoint import load_checkpoint
-from mt.lm import LanguageModelTask
+from mt.training.lm_task import LanguageModelTask
 
 TINY = [
-    "model.n_layer=1", "model.n_head=2", "model.d_model=16", "model.dropout=0.1", "data.block_size=16",
-    "train.batch_size=4", "train.max_steps=12", "train.eval_every=4", "train.eval_batches=2",
-    "train.warmup_steps=2", "train.device=cpu", "train.log_every=1",
+    "model.n_layer=1",
+    "model.n_head=2",
+    "model.d_model=16",
+    "model.dropout=0.1",
+    "data.block_size=16",
+    "train.batch_size=4",
+    "train.max_steps=12",
+    "train.eval_every=4",
+    "train.eval_batches=2",
+    "train.warmup_steps=2",
+    "train.device=cpu",
+    "train.log_every=1",
     "train.max_minutes=null",  # a time budget makes the schedule follow the clock; these tests compare runs exactly
 ]
 RECIPE = "recipes/shakespeare_char.yaml"
@@ -56,25 +65,44 @@ def test_resume_ends_where_an_uninterrupted_run_does(toy_text_corpus, tmp_path, 
         assert torch.equal(tensor, b["model"][name]), name
 
 
-SUBWORD_SAMPLING = ["tokenizer.kind=sentencepiece", "tokenizer.vocab_size=30", "tokenizer.sampling_alpha=0.5",
-                    "data.max_len=12"]
+SUBWORD_SAMPLING = [
+    "tokenizer.kind=sentencepiece",
+    "tokenizer.vocab_size=30",
+    "tokenizer.sampling_alpha=0.5",
+    "data.max_len=12",
+]
 
 
 @pytest.mark.parametrize("tokens", [["tokenizer.kind=char"], SUBWORD_SAMPLING], ids=["char", "subword sampling"])
 def test_translation_resume_continues_the_same_epoch(tmp_path, monkeypatch, tokens):
     """Interrupted mid-epoch, a resumed translation run reaches the uninterrupted run's weights,
     with subword sampling too (each batch's segmentation is seeded by its position)."""
-    from mt.translation import TranslationTask
+    from mt.training.translation_task import TranslationTask
 
     fr = [f"le chat {i} dort" for i in range(60)]
     en = [f"the cat {i} sleeps" for i in range(60)]
     (tmp_path / "c.fr").write_text("\n".join(fr) + "\n")
     (tmp_path / "c.en").write_text("\n".join(en) + "\n")
     spec = f"{{path: text, data_files: {{fr: {tmp_path / 'c.fr'}, en: {tmp_path / 'c.en'}}}}}"
-    args = ["recipes/fr_en.yaml", f"data.train=[{spec}]", f"data.valid={spec}", "model.enc_layers=1",
-            "model.dec_layers=1", "model.d_model=16", "model.n_head=2", "model.d_ff=32", "model.dropout=0.1",
-            *tokens, "data.max_tokens=120", "train.max_steps=14", "train.eval_every=7",
-            "train.warmup_steps=2", "train.device=cpu", "train.max_minutes=null", "train.report=false"]
+    args = [
+        "recipes/fr_en.yaml",
+        f"data.train=[{spec}]",
+        f"data.valid={spec}",
+        "model.enc_layers=1",
+        "model.dec_layers=1",
+        "model.d_model=16",
+        "model.n_head=2",
+        "model.d_ff=32",
+        "model.dropout=0.1",
+        *tokens,
+        "data.max_tokens=120",
+        "train.max_steps=14",
+        "train.eval_every=7",
+        "train.warmup_steps=2",
+        "train.device=cpu",
+        "train.max_minutes=null",
+        "train.report=false",
+    ]
     train_module.main([*args, f"out_dir={tmp_path / 'straight'}"])
     with monkeypatch.context() as m:
         interrupt_after(m, 4, TranslationTask)  # 60 pairs in ~4-pair batches: well inside the first epoch
@@ -131,15 +159,28 @@ def test_shakespeare_recipe_end_to_end_through_the_cli(mirror, tmp_path):
     env = {**os.environ, "MT_DATA_MIRROR": str(mirror), "MT_DATA_DIR": str(tmp_path / "data")}
     out = tmp_path / "run"
     train = subprocess.run(
-        [sys.executable, "-m", "mt.train", RECIPE, *TINY, "train.max_steps=30", "train.eval_every=15", f"out_dir={out}"],
-        capture_output=True, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "mt.train",
+            RECIPE,
+            *TINY,
+            "train.max_steps=30",
+            "train.eval_every=15",
+            f"out_dir={out}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert train.returncode == 0, train.stderr
     assert "step 30:" in train.stderr and "val_loss" in train.stderr
     assert (out / "best.pt").is_file() and (tmp_path / "data" / "tinyshakespeare" / "input.txt").is_file()
     gen = subprocess.run(
         [sys.executable, "-m", "mt.generate", "--model", str(out), "--prompt", "ROMEO:", "--max-new-tokens", "40"],
-        capture_output=True, text=True, env=env,
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert gen.returncode == 0, gen.stderr
     assert gen.stdout.startswith("ROMEO:") and len(gen.stdout) >= len("ROMEO:") + 40
@@ -163,7 +204,7 @@ def test_snapshots_are_averaged_when_training_stops(toy_text_corpus, tmp_path, c
 
 
 def test_progress_bar_total_follows_the_time_budget():
-    from mt.stopping import expected_last_step
+    from mt.training.stopping import expected_last_step
 
     assert expected_last_step(10, 0, 10.0, float("inf"), 500) == 500  # no budget: the step limit
     assert expected_last_step(10, 0, 10.0, 30.0, 500) == 40  # 1 s a step, 30 s left
@@ -175,9 +216,17 @@ def test_a_second_training_into_the_same_run_is_refused_until_the_first_ends(toy
     import fcntl
 
     (tmp_path / "run").mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
-                               "fcntl.flock(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
-                               str(tmp_path / "run" / ".lock")], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+            "fcntl.flock(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
+            str(tmp_path / "run" / ".lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "locked"
     with pytest.raises(SystemExit) as e:
         run_train(tmp_path / "run")
@@ -191,16 +240,35 @@ def test_a_second_training_into_the_same_run_is_refused_until_the_first_ends(toy
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
-def test_cosine_schedule_ends_with_the_time_budget():
+def test_cosine_schedule_ends_at_the_planned_step():
     from mt.config import TrainConfig
-    from mt.optim import lr_at
+    from mt.training.optim import lr_at
 
     tc = TrainConfig(lr=1e-3, min_lr=1e-4, warmup_steps=10, max_steps=1000)
-    assert lr_at(4, tc, 0.9) == pytest.approx(5e-4)  # warmup goes by steps
+    assert lr_at(4, tc, 190) == pytest.approx(5e-4)  # warmup goes by steps
     assert lr_at(10, tc) == pytest.approx(1e-3)
-    assert lr_at(100, tc, 0.5) == pytest.approx(5.5e-4)  # half the time spent: half way down the cosine
-    assert lr_at(100, tc, 1.0) == pytest.approx(1e-4)
-    assert lr_at(1000, tc, 0.1) == pytest.approx(1e-4)  # the step limit, if it comes first
+    assert lr_at(100, tc, 190) == pytest.approx(5.5e-4)  # half way to the plan: half way down the cosine
+    assert lr_at(190, tc, 190) == pytest.approx(1e-4)
+    assert lr_at(505, tc) == pytest.approx(5.5e-4)  # no plan: max_steps ends it
+
+
+def test_a_time_budget_becomes_a_saved_step_plan_and_resumes_exactly(toy_text_corpus, tmp_path, monkeypatch, capsys):
+    """The budget is turned into steps at the end of warm-up and saved; a run interrupted after that
+    and resumed ends where a run given that many steps and no budget ends, bit for bit."""
+    budget = ["train.max_minutes=0.05", "train.max_steps=100000", "train.eval_every=5"]
+    with monkeypatch.context() as m:
+        interrupt_after(m, 8)
+        with pytest.raises(SystemExit):
+            run_train(tmp_path / "budget", *budget)
+    planned = load_checkpoint(tmp_path / "budget" / "last.pt")["planned_steps"]
+    assert planned is not None and planned >= 8
+    assert "time budget: 0.05 min" in capsys.readouterr().err
+    run_train(tmp_path / "budget", *budget, "--resume")
+    run_train(tmp_path / "steps", f"train.max_steps={planned}", "train.eval_every=5")
+    a, b = load_checkpoint(tmp_path / "budget" / "last.pt"), load_checkpoint(tmp_path / "steps" / "last.pt")
+    assert a["step"] == b["step"] == planned
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
 
 
 def test_language_model_trains_on_a_users_text_file(tmp_path, monkeypatch, capsys):
@@ -219,16 +287,21 @@ def test_language_model_trains_on_a_users_text_file(tmp_path, monkeypatch, capsy
 def test_both_tasks_implement_the_task_protocol():
     import inspect
 
-    from mt.task import Task
-    from mt.translation import TranslationTask
+    from mt.training.task import Task
+    from mt.training.translation_task import TranslationTask
 
-    wanted = {name for name, _ in inspect.getmembers(Task) if not name.startswith("_")} | {"best_metric", "higher_is_better"}
+    wanted = {name for name, _ in inspect.getmembers(Task) if not name.startswith("_")} | {
+        "best_metric",
+        "higher_is_better",
+    }
     for task in (TranslationTask, LanguageModelTask):
         missing = {name for name in wanted if not hasattr(task, name)}
         assert not missing, (task.__name__, missing)
         for name in ("loss", "evaluate", "batch_tokens", "load_state_dict"):
-            assert list(inspect.signature(getattr(task, name)).parameters)[:2] == \
-                list(inspect.signature(getattr(Task, name)).parameters)[:2], (task.__name__, name)
+            assert (
+                list(inspect.signature(getattr(task, name)).parameters)[:2]
+                == list(inspect.signature(getattr(Task, name)).parameters)[:2]
+            ), (task.__name__, name)
 
 
 def test_grad_accum_weighs_micro_batches_by_their_tokens(tmp_path):
@@ -237,11 +310,14 @@ def test_grad_accum_weighs_micro_batches_by_their_tokens(tmp_path):
     import torch.nn.functional as F
 
     from mt.config import load_config
-    from mt.distributed import World
-    from mt.train import RunState, Trainer
+    from mt.training.distributed import World
+    from mt.training.run_dir import RunState
+    from mt.training.trainer import Trainer
 
-    cfg = load_config("recipes/fr_en.yaml", ["train.grad_accum=2", "train.grad_clip=0", "train.precision=fp32",
-                                             "train.device=cpu", f"out_dir={tmp_path}"])
+    cfg = load_config(
+        "recipes/fr_en.yaml",
+        ["train.grad_accum=2", "train.grad_clip=0", "train.precision=fp32", "train.device=cpu", f"out_dir={tmp_path}"],
+    )
 
     class Rows:  # a stand-in task: each row of x is one target token
         vocab_size = 3
@@ -256,7 +332,9 @@ def test_grad_accum_weighs_micro_batches_by_their_tokens(tmp_path):
     x, y = torch.randn(6, 4), torch.tensor([0, 1, 2, 0, 1, 2])
     model = torch.nn.Linear(4, 3, bias=False)
     start = model.weight.detach().clone()
-    trainer = Trainer(cfg, World(), torch.device("cpu"), Rows(), model, torch.optim.SGD(model.parameters(), lr=1.0), RunState())
+    trainer = Trainer(
+        cfg, World(), torch.device("cpu"), Rows(), model, torch.optim.SGD(model.parameters(), lr=1.0), RunState()
+    )
     loss, tokens, _ = trainer.train_step(iter([(x[:1], y[:1]), (x[1:], y[1:])]))
     reference = torch.nn.Linear(4, 3, bias=False)
     reference.weight.data.copy_(start)

@@ -3,14 +3,13 @@
 import pytest
 import torch
 
-from mt import decode
-from mt.batching import collate
-from mt.decode import beam_search, greedy_or_sample
+from mt.data.batching import collate
+from mt.data.tokenizer import END, START
+from mt.inference import search as decode
+from mt.inference.search import beam_search, greedy_or_sample
 from mt.model import Transformer, token_loss
-from mt.tokenizer import END, START
 
 V = 20
-
 
 
 def best(found):
@@ -21,8 +20,9 @@ def best(found):
 
 def tiny(max_len=24, **kw):
     torch.manual_seed(0)
-    args = dict(vocab_size=V, max_len=max_len, enc_layers=2, dec_layers=2, n_head=2, d_model=32, d_ff=64,
-                dropout=0.0, bias=True)
+    args = dict(
+        vocab_size=V, max_len=max_len, enc_layers=2, dec_layers=2, n_head=2, d_model=32, d_ff=64, dropout=0.0, bias=True
+    )
     return Transformer(**(args | kw)).eval()
 
 
@@ -114,8 +114,9 @@ def test_outputs_respect_the_length_bound():
 def test_small_model_learns_to_reverse_sequences():
     """Reverse sequences of 3-8 symbols: >= 95% exact match after a short CPU training run."""
     torch.manual_seed(0)
-    model = Transformer(vocab_size=14, max_len=12, enc_layers=2, dec_layers=2, n_head=4, d_model=64, d_ff=128,
-                        dropout=0.0, bias=True)
+    model = Transformer(
+        vocab_size=14, max_len=12, enc_layers=2, dec_layers=2, n_head=4, d_model=64, d_ff=128, dropout=0.0, bias=True
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3)
 
     def sample(n):
@@ -124,7 +125,7 @@ def test_small_model_learns_to_reverse_sequences():
         return rows, [r[::-1] for r in rows]
 
     model.train()
-    for step in range(700):
+    for _ in range(700):
         src, tgt = sample(64)
         batch = collate(src, tgt)
         loss = token_loss(model(batch["src"], batch["tgt_in"]), batch["tgt_out"])
@@ -168,7 +169,9 @@ def test_dropping_finished_sentences_changes_no_output(monkeypatch):
     for p in model.parameters():
         p.data.normal_(0, 0.3)
     g = torch.Generator().manual_seed(1)
-    src = collate([torch.randint(4, V, (int(n),), generator=g).tolist() for n in torch.randint(1, 12, (16,), generator=g)], [[1]])["src"]
+    src = collate(
+        [torch.randint(4, V, (int(n),), generator=g).tolist() for n in torch.randint(1, 12, (16,), generator=g)], [[1]]
+    )["src"]
     monkeypatch.setattr(decode, "_worth_shrinking", lambda finished, rows: finished > 0)  # drop at every chance
     shrunk = greedy_or_sample(model, src), beam_search(model, src, beam=3, n_best=2)
     monkeypatch.setattr(decode, "_worth_shrinking", lambda finished, rows: False)

@@ -6,7 +6,7 @@ import sys
 
 from conftest import TINY_MODEL, cli
 
-from mt.translator import Translator
+from mt.inference.translator import Translator
 
 LINES = ["le chat noir", "", "le chien blanc", "la femme rouge", "le petit enfant"]
 
@@ -17,8 +17,15 @@ def test_arguments_file_and_stdin_agree_line_for_line(run_dir, tmp_path):
     out = from_args.stdout.split("\n")[:-1]
     assert len(out) == len(LINES) and out[1] == ""
     (tmp_path / "in.txt").write_text("\n".join(LINES) + "\n")
-    from_file = cli("mt.translate", "--model", str(run_dir), "--input", str(tmp_path / "in.txt"),
-                    "--output", str(tmp_path / "out.txt"))
+    from_file = cli(
+        "mt.translate",
+        "--model",
+        str(run_dir),
+        "--input",
+        str(tmp_path / "in.txt"),
+        "--output",
+        str(tmp_path / "out.txt"),
+    )
     assert from_file.returncode == 0, from_file.stderr
     assert (tmp_path / "out.txt").read_text() == from_args.stdout
     from_stdin = cli("mt.translate", "--model", str(run_dir), "--batch-size", "2", stdin="\n".join(LINES) + "\n")
@@ -60,17 +67,32 @@ def test_evaluate_prints_bleu_and_chrf(run_dir):
 
 
 def test_no_model_says_how_to_train(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "mt.translate", "bonjour"], capture_output=True, text=True, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "mt.translate", "bonjour"], capture_output=True, text=True, cwd=tmp_path
+    )
     assert result.returncode == 2
-    assert result.stderr.strip() == "error: no trained model in runs/fr_en; train one with: python -m mt.train recipes/fr_en.yaml"
+    assert (
+        result.stderr.strip()
+        == "error: no trained model in runs/fr_en; train one with: python -m mt.train recipes/fr_en.yaml"
+    )
 
 
 def test_fr_en_recipe_end_to_end_on_multi30k(mirror, tmp_path):
     """Real data through MT_DATA_MIRROR: a tiny model on a Multi30k subset (its 1,014 validation pairs)."""
     env = {"MT_DATA_MIRROR": str(mirror), "MT_DATA_DIR": str(tmp_path / "data")}
     out = tmp_path / "run"
-    trained = cli("mt.train", "recipes/fr_en.yaml", *TINY_MODEL, "tokenizer.vocab_size=1000", "data.max_tokens=2048",
-                  "data.train=[multi30k:val]", "train.max_steps=20", "train.eval_every=20", f"out_dir={out}", env=env)
+    trained = cli(
+        "mt.train",
+        "recipes/fr_en.yaml",
+        *TINY_MODEL,
+        "tokenizer.vocab_size=1000",
+        "data.max_tokens=2048",
+        "data.train=[multi30k:val]",
+        "train.max_steps=20",
+        "train.eval_every=20",
+        f"out_dir={out}",
+        env=env,
+    )
     assert trained.returncode == 0, trained.stderr
     assert "train: 1,014 pairs" in trained.stderr and "val_bleu" in trained.stderr
     translated = cli("mt.translate", "--model", str(out), "les réseaux de neurones sont géniaux!", env=env)
@@ -94,7 +116,7 @@ def test_int8_quantized_translation_keeps_lines_and_quality(run_dir):
 def test_end_of_training_report(run_dir):
     """Training ended by scoring best.pt on the test set with the recipe's beam and writing results.json."""
     results = json.loads((run_dir / "results.json").read_text())
-    (label, scores), = results["test"].items()
+    ((label, scores),) = results["test"].items()
     assert label == "c" and scores["sentences"] == 400 and scores["chrf"] > 90  # 3-word sentences: no 4-grams for BLEU
     assert results["signature"]["bleu"].startswith("nrefs:1|case:mixed")
     assert results["demo"]["source"] == "les réseaux de neurones sont géniaux!" and "translation" in results["demo"]
@@ -110,7 +132,10 @@ def test_average_of_two_checkpoints_is_their_mean_and_translates(run_dir, tmp_pa
     run = tmp_path / "run"
     shutil.copytree(run_dir, run)
     a = load_checkpoint(run / "best.pt")
-    b = {**a, "model": {k: v + 0.01 * torch.randn_like(v) if v.is_floating_point() else v for k, v in a["model"].items()}}
+    b = {
+        **a,
+        "model": {k: v + 0.01 * torch.randn_like(v) if v.is_floating_point() else v for k, v in a["model"].items()},
+    }
     save_checkpoint(tmp_path / "b.pt", b)
     result = cli("mt.average", str(run / "best.pt"), str(tmp_path / "b.pt"), "--out", str(run / "averaged.pt"))
     assert result.returncode == 0, result.stderr
@@ -124,8 +149,9 @@ def test_average_of_two_checkpoints_is_their_mean_and_translates(run_dir, tmp_pa
 
 
 def test_validation_bleu_during_training_equals_evaluate_on_valid(run_dir):
-    best_row = max((json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()),
-                   key=lambda r: r["val_bleu"])
+    best_row = max(
+        (json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()), key=lambda r: r["val_bleu"]
+    )
     result = cli("mt.evaluate", "--model", str(run_dir), "--split", "valid", "--greedy", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["bleu"] == best_row["val_bleu"]
@@ -137,6 +163,9 @@ def test_installed_commands_work_like_the_module_forms(run_dir):
     bin_dir = Path(sys.executable).parent
     for name in ("mt-train", "mt-translate", "mt-evaluate", "mt-serve", "mt-score", "mt-export", "mt-plot"):
         assert (bin_dir / name).is_file(), f"{name} is not installed; pip install -e . adds it"
-    result = subprocess.run([str(bin_dir / "mt-translate"), "--model", str(run_dir), "--greedy", "le chat noir"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [str(bin_dir / "mt-translate"), "--model", str(run_dir), "--greedy", "le chat noir"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0 and result.stdout == "the black cat\n", result.stderr

@@ -11,8 +11,10 @@ from test_serve import start_server, stop  # noqa: E402
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip("Chromium is not installed: apt-get install chromium chromium-driver (.ci/run does this)",
-                allow_module_level=True)
+    pytest.skip(
+        "Chromium is not installed: apt-get install chromium chromium-driver (.ci/run does this)",
+        allow_module_level=True,
+    )
 
 
 def browser(tmp_path):
@@ -20,9 +22,18 @@ def browser(tmp_path):
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={tmp_path / 'profile'}", "--window-size=900,700"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=900,700",
+    ):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 

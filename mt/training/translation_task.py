@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -14,66 +12,32 @@ import numpy as np
 import sacrebleu
 import torch
 
-from mt import catalog
-from mt.batching import collate, prefetch, shard, token_batches
-from mt.files import atomic_write
 from mt.config import Config
-from mt.distributed import World
+from mt.data import catalog
+from mt.data.batching import collate, prefetch, shard, token_batches
+from mt.data.corpora import EncodedCorpus, columns, load_corpora, load_pairs, sample_texts, spec_label
+from mt.data.tokenizer import SentencePieceTokenizer, Tokenizer, learn_tokenizer, load_tokenizer
 from mt.errors import UserError
 from mt.model import token_loss
-from mt.parallel_data import EncodedCorpus, columns, load_corpora, load_pairs, spec_label
-from mt.tokenizer import (
-    CharTokenizer,
-    SentencePieceTokenizer,
-    Tokenizer,
-    load_tokenizer,
-)
-
-
-def tokenizer_texts(train: datasets.Dataset, max_pairs: int, seed: int) -> Iterator[str]:
-    """Both sides of at most `max_pairs` training pairs, drawn at random when there are more, read
-    in chunks so a corpus larger than memory never has to fit in it."""
-    if len(train) > max_pairs:
-        rows = np.sort(np.random.default_rng(seed).choice(len(train), max_pairs, replace=False))
-        train = train.select(rows)
-    for column in ("src", "tgt"):  # all sources, then all targets: the order the trainer saw before
-        for chunk in train.select_columns([column]).iter(batch_size=10_000):
-            yield from chunk[column]
+from mt.training.distributed import World
 
 
 def train_tokenizer(cfg: Config, train: datasets.Dataset, cache_dir: Path) -> Tokenizer:
-    """A tokenizer for the training corpora. SentencePiece models are cached by the corpora's
-    content and the tokenizer settings, so a second run with the same data does not retrain."""
-    t = cfg.tokenizer
+    """The tokenizer for the training corpora: every character of them, or SentencePiece learned
+    from a seeded sample of `tokenizer.max_pairs` pairs (cached by their content)."""
     if len(train) == 0:
-        raise UserError("data.train: the training corpora hold no pairs (empty files?); give at least one corpus with text")
-    if t.kind == "char":  # every character of the corpus: no sampling, or rare ones would be <unk>
-        return CharTokenizer.train(tokenizer_texts(train, len(train), cfg.seed))
-    sample = f"|{t.max_pairs}|{cfg.seed}" if len(train) > t.max_pairs else ""
-    key = hashlib.sha256(f"{train._fingerprint}|{t.vocab_size}|{t.model_type}{sample}".encode()).hexdigest()[:20]
-    cached = cache_dir / f"spm-{key}.model"
-    if cached.is_file():
-        return SentencePieceTokenizer(cached.read_bytes())
-    print(f"training a {t.vocab_size}-piece {t.model_type} SentencePiece model on {min(len(train), t.max_pairs):,} pairs "
-          "(cached for later runs)...", file=sys.stderr, end="", flush=True)
-    start, with_text = time.monotonic(), 0
-
-    def texts():
-        nonlocal with_text
-        for text in tokenizer_texts(train, t.max_pairs, cfg.seed):
-            with_text += bool(text.strip())
-            yield text
-
-    try:
-        tokenizer = SentencePieceTokenizer.train(texts(), t.vocab_size, t.model_type, max_sentences=2 * t.max_pairs)
-    except UserError:
-        if with_text == 0:
-            raise UserError(f"data.train: {len(train):,} pairs read, but every line is empty; no usable pairs remain") from None
-        raise
-    print(f" {time.monotonic() - start:.0f} s", file=sys.stderr)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(cached, lambda tmp: Path(tmp).write_bytes(tokenizer.model_proto))
-    return tokenizer
+        raise UserError(
+            "data.train: the training corpora hold no pairs (empty files?); give at least one corpus with text"
+        )
+    return learn_tokenizer(
+        cfg.tokenizer,
+        lambda n: sample_texts(train, n, cfg.seed),
+        len(train),
+        train._fingerprint,
+        cfg.seed,
+        cache_dir,
+        "data.train",
+    )
 
 
 def to_device(batch: dict, device: torch.device) -> dict:
@@ -96,7 +60,10 @@ class TranslationTask:
     def __init__(self, cfg: Config, run_dir: Path, device: torch.device, reuse_tokenizer: bool, world: World = World()):
         d = cfg.data
         if cfg.data.max_tokens < d.max_len + 1:
-            raise UserError(f"data.max_tokens ({d.max_tokens}) must hold at least one pair of data.max_len + 1 ({d.max_len + 1}) tokens")
+            raise UserError(
+                f"data.max_tokens ({d.max_tokens}) must hold at least one pair of data.max_len + 1 "
+                f"({d.max_len + 1}) tokens"
+            )
         train, repeats = load_corpora(d.train, "train", d.src_lang, d.tgt_lang)
         valid_specs = d.valid if isinstance(d.valid, list) else [d.valid]
         valid = [load_pairs(spec, "valid", d.src_lang, d.tgt_lang) for spec in valid_specs]
@@ -107,13 +74,21 @@ class TranslationTask:
             self.tokenizer = train_tokenizer(cfg, train, cache)
             self.tokenizer.save(run_dir)
         self.world = world
-        encode = {"tokenizer": self.tokenizer, "cache_dir": cache, "max_len": d.max_len, "max_ratio": d.max_len_ratio,
-                  "num_proc": d.num_proc, "log": log}
+        encode = {
+            "tokenizer": self.tokenizer,
+            "cache_dir": cache,
+            "max_len": d.max_len,
+            "max_ratio": d.max_len_ratio,
+            "num_proc": d.num_proc,
+            "log": log,
+        }
         self.train = EncodedCorpus(train, what="train", repeats=repeats, **encode)
         # The first validation set is the primary one (best.pt follows it); the others are reported beside it.
         labels = [""] + [f"_{spec_label(spec)}" for spec in valid_specs[1:]]
-        self.valid_sets = [ValidationSet(label, EncodedCorpus(pairs, what=f"valid{label}", **encode), *columns(pairs, "src", "tgt"))
-                           for label, pairs in zip(labels, valid)]
+        self.valid_sets = [
+            ValidationSet(label, EncodedCorpus(pairs, what=f"valid{label}", **encode), *columns(pairs, "src", "tgt"))
+            for label, pairs in zip(labels, valid)
+        ]
         self.cfg = cfg
         self.max_tokens, self.max_len, self.seed, self.device = d.max_tokens, d.max_len, cfg.seed, device
         # Tensor cores and torch.compile want few, aligned shapes; on CPU padding is only waste.
@@ -130,8 +105,10 @@ class TranslationTask:
         """Subword regularization: a fresh segmentation of each pair, drawn from a generator seeded
         by (seed, rank, epoch, batch), so `--resume` sees the very batches an uninterrupted run does."""
         rng = np.random.default_rng([self.seed, self.world.rank, epoch, index])
-        return tuple(self.tokenizer.sample_encode_batch(self.train.texts(rows, side), self.sample_alpha, rng)
-                     for side in ("src", "tgt"))
+        return tuple(
+            self.tokenizer.sample_encode_batch(self.train.texts(rows, side), self.sample_alpha, rng)
+            for side in ("src", "tgt")
+        )
 
     def _batch(self, rows: np.ndarray, epoch: int, index: int) -> dict:
         if self.sample_alpha > 0:
@@ -180,16 +157,23 @@ class TranslationTask:
         BLEU over every pair, decoded as `mt.evaluate --split valid --greedy` decodes it (a source too
         long for the model is truncated, never dropped), so the two agree. Keys: `val_loss`,
         `val_bleu` for the primary set, `val_loss_<name>`, `val_bleu_<name>` for the others."""
-        from mt.options import DecodeOptions
-        from mt.translator import Translator  # the one decoding path for every score
+        from mt.inference.decode_options import DecodeOptions
+        from mt.inference.translator import Translator  # the one decoding path for every score
 
         translator = Translator(self.cfg, self.tokenizer, model, self.device)
         metrics = {}
         for v in self.valid_sets:
-            hypotheses = translator.translate(v.sources, DecodeOptions(beam=1), batch_size=64 if self.device.type == "cpu" else 512,
-                                              warn_truncated=False)
+            hypotheses = translator.translate(
+                v.sources,
+                DecodeOptions(beam=1),
+                batch_size=64 if self.device.type == "cpu" else 512,
+                warn_truncated=False,
+            )
             bleu = sacrebleu.corpus_bleu(hypotheses, [v.references])
-            metrics |= {f"val_loss{v.label}": self._loss_over(model, autocast, v.pairs), f"val_bleu{v.label}": round(bleu.score, 2)}
+            metrics |= {
+                f"val_loss{v.label}": self._loss_over(model, autocast, v.pairs),
+                f"val_bleu{v.label}": round(bleu.score, 2),
+            }
         return metrics
 
     def _loss_over(self, model, autocast, corpus: EncodedCorpus) -> float:

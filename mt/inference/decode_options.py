@@ -1,10 +1,11 @@
 """Decoding options: one frozen dataclass shared by the Python API, the commands, the server and the
-recipe's `decode:` section. Adding an option means adding a field here and its check in `_check`.
+recipe's `decode:` section, and the one place their ranges are checked. Adding an option means
+adding a field here and its check in `_check`; the command flags (mt/flags.py) and the server's
+request parser (mt/serving/requests.py) follow.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from dataclasses import dataclass
 
@@ -75,43 +76,3 @@ def _check(o: DecodeOptions) -> None:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(DecodeOptions))
-
-
-def from_mapping(values: dict, defaults: DecodeOptions) -> DecodeOptions:
-    """Options from a JSON-like mapping (a server request): unknown names are a one-line error."""
-    unknown = sorted(set(values) - set(FIELDS))
-    if unknown:
-        raise UserError(f"unknown decoding option(s) {', '.join(unknown)}; valid: {', '.join(FIELDS)}")
-    if isinstance(values.get("temperature"), (int, float)) and values["temperature"] > 0 and "beam" not in values:
-        values = {**values, "beam": 1}  # asking for sampling implies one token at a time
-    return dataclasses.replace(defaults, **values)
-
-
-def add_decoding_args(p: argparse.ArgumentParser) -> None:
-    """The decoding flags of `translate`, `evaluate` and `serve`; `from_args` turns them into options."""
-    how = p.add_mutually_exclusive_group()
-    how.add_argument("--beam", type=int, help="beam size (default: the recipe's decode.beam)")
-    how.add_argument("--greedy", action="store_true", help="take the most likely token at each step (beam 1)")
-    how.add_argument("--sample", action="store_true", help="sample each token (see --temperature, --top-k, --top-p)")
-    p.add_argument("--temperature", type=float, help="with --sample (default 1.0)")
-    p.add_argument("--top-k", type=int, help="with --sample: only the K most likely tokens")
-    p.add_argument("--top-p", type=float, help="with --sample: only the smallest set holding probability P")
-    p.add_argument("--seed", type=int, help="with --sample (default 0)")
-    p.add_argument("--length-penalty", type=float, help="beam search length normalisation (default: the recipe's)")
-    p.add_argument("--max-len", type=int, help="most output tokens per sentence (default: twice the source plus 10)")
-    p.add_argument("--n-best", type=int, help="print the N best hypotheses per input with their scores (N <= beam)")
-
-
-def from_args(args: argparse.Namespace, defaults: DecodeOptions) -> DecodeOptions:
-    """The options the flags ask for, over the recipe's defaults, checked once as a whole."""
-    if (args.temperature is not None or args.top_k is not None or args.top_p is not None) and not args.sample:
-        raise UserError("--temperature, --top-k and --top-p go with --sample")
-    changes = {"length_penalty": args.length_penalty, "max_len": args.max_len, "n_best": args.n_best,
-               "beam": 1 if args.greedy or args.sample else args.beam,
-               "temperature": 0.0 if args.greedy or args.beam else None}
-    if args.sample:
-        temperature = 1.0 if args.temperature is None else args.temperature
-        if temperature <= 0:
-            raise UserError("--sample needs --temperature > 0 (use --greedy for the most likely output)")
-        changes |= {"temperature": temperature, "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
-    return dataclasses.replace(defaults, **{k: v for k, v in changes.items() if v is not None})

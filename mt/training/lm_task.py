@@ -6,17 +6,18 @@ kept on the training device as one tensor, so a batch is a single gather with no
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
-from mt import catalog
 from mt.config import Config
-from mt.distributed import World
+from mt.data import catalog
+from mt.data.tokenizer import Tokenizer, learn_tokenizer, load_tokenizer
 from mt.errors import UserError
 from mt.model import token_loss
-from mt.tokenizer import CharTokenizer, SentencePieceTokenizer, Tokenizer, load_tokenizer
+from mt.training.distributed import World
 
 TEXT_FILES = {"tinyshakespeare": "input.txt"}
 
@@ -28,7 +29,9 @@ def read_corpus_text(corpus: str) -> str:
     elif Path(corpus).is_file():
         path = Path(corpus)
     else:
-        raise UserError(f"data.corpus '{corpus}' is neither a catalog text ({', '.join(TEXT_FILES)}) nor an existing file")
+        raise UserError(
+            f"data.corpus '{corpus}' is neither a catalog text ({', '.join(TEXT_FILES)}) nor an existing file"
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
@@ -55,11 +58,13 @@ class LanguageModelTask:
         self.world = world
         if reuse_tokenizer:
             self.tokenizer: Tokenizer = load_tokenizer(run_dir)
-        elif cfg.tokenizer.kind == "char":
-            self.tokenizer = CharTokenizer.train([text])
         else:
             lines = [line for line in text.splitlines() if line.strip()]
-            self.tokenizer = SentencePieceTokenizer.train(lines, cfg.tokenizer.vocab_size, cfg.tokenizer.model_type)
+            sample = (lambda n: [text]) if cfg.tokenizer.kind == "char" else (lambda n: lines[:n])  # noqa: E731
+            content = hashlib.sha256(text.encode()).hexdigest()
+            self.tokenizer = learn_tokenizer(
+                cfg.tokenizer, sample, len(lines), content, cfg.seed, catalog.data_dir() / "cache", "data.corpus"
+            )
         if world.is_main:
             self.tokenizer.save(run_dir)
         ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.long)
@@ -70,7 +75,8 @@ class LanguageModelTask:
         shortest = min(len(s) for s in self.splits.values())
         if shortest <= self.block_size:
             raise UserError(
-                f"data.block_size {self.block_size} is not shorter than the validation text ({shortest} tokens); lower it"
+                f"data.block_size {self.block_size} is not shorter than the validation text "
+                f"({shortest} tokens); lower it"
             )
         self.generator = torch.Generator().manual_seed(cfg.seed)  # the training batches' only randomness
         self.offsets = torch.arange(self.block_size + 1, device=device)
@@ -79,7 +85,9 @@ class LanguageModelTask:
     def vocab_size(self) -> int:
         return self.tokenizer.vocab_size
 
-    def batch(self, split: str, generator: torch.Generator, world: World = World()) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(
+        self, split: str, generator: torch.Generator, world: World = World()
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Random blocks; under torchrun one global batch is drawn and each rank takes its slice,
         so N processes see exactly what one process with N times the batch would."""
         data = self.splits[split]

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from mt.tokenizer import END, PAD, START
+from mt.data.tokenizer import END, PAD, START
 
 
 class Ragged(NamedTuple):
@@ -41,7 +41,9 @@ def token_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, s
     take seconds: within a run of equal widths w a batch holds max_tokens // w pairs, and a batch
     carried over from shorter pairs is closed as soon as the next pair would not fit."""
     rng = np.random.default_rng(seed)
-    longest = np.maximum(src_lens, tgt_lens).astype(np.int64) + 1  # + <END> (source, target output) or <START> (target input)
+    longest = (
+        np.maximum(src_lens, tgt_lens).astype(np.int64) + 1
+    )  # + <END> (source, target output) or <START> (target input)
     # Sort by length, ties in random order, as np.lexsort((random, longest)) would, but twice as
     # fast on 40M pairs: shuffle by the random keys, then a stable radix sort on 16-bit lengths.
     order = np.argsort(rng.random(len(longest)))
@@ -66,8 +68,9 @@ def token_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, s
     return batches
 
 
-def pad(rows: Ragged, prefix: int | None = None, suffix: int | None = None, multiple: int = 1,
-        limit: int | None = None) -> torch.Tensor:
+def pad(
+    rows: Ragged, prefix: int | None = None, suffix: int | None = None, multiple: int = 1, limit: int | None = None
+) -> torch.Tensor:
     """(B, width) tensor of [prefix] + row + [suffix], right-padded with <pad>; the width is
     rounded up to `multiple` (tensor cores and torch.compile like few, aligned shapes) but not
     past `limit` (the model's positions)."""

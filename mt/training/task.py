@@ -10,7 +10,7 @@ import torch
 
 class Task(Protocol):
     """Data, loss, evaluation and resumable state for one kind of model. `TranslationTask` and
-    `LanguageModelTask` implement it; `mt.train.Trainer` uses nothing else."""
+    `LanguageModelTask` implement it; `mt.training.trainer.Trainer` uses nothing else."""
 
     best_metric: str  # the evaluate() key that picks best.pt
     higher_is_better: bool

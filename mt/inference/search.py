@@ -1,24 +1,13 @@
-"""Decoding: greedy and sampling share one loop with a different pick; beam search reuses the step."""
+"""Search for translations: greedy and sampling share one loop with a different pick; beam search
+reuses the same decoding step; forced decoding scores given outputs with the same numbers."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import torch
 
-from mt.errors import UserError
-from mt.tokenizer import END, PAD, SPECIALS, START
-
-
-def check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
-    """One place for the sampling options' ranges: a bad value is a one-line UserError."""
-    if temperature < 0:
-        raise UserError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
-    if top_k is not None and top_k < 1:
-        raise UserError(f"top-k must be a positive number of tokens, got {top_k}")
-    if top_p is not None and not 0.0 < top_p <= 1.0:
-        raise UserError(f"top-p must be a probability in (0, 1], got {top_p}")
+from mt.data.tokenizer import END, PAD, START
 
 
 def pick_next(
@@ -44,27 +33,6 @@ def pick_next(
         logits = logits.masked_fill(drop, float("-inf"))
     probs = logits.softmax(dim=-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-
-
-@torch.no_grad()
-def generate_lm(
-    model: torch.nn.Module,
-    idx: torch.Tensor,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
-) -> Iterator[int]:
-    """Continue (1, T) ids from a language model, yielding each new id; the context is cropped
-    to the model's block size."""
-    for _ in range(max_new_tokens):
-        context = idx[:, -model.block_size :]  # (1, <= block_size)
-        logits = model(context)[:, -1]  # (1, V)
-        logits[:, : len(SPECIALS)] = float("-inf")  # plain text never holds <pad>, <unk>, <START>, <END>
-        nxt = pick_next(logits, temperature, top_k, top_p, generator)  # (1,)
-        idx = torch.cat([idx, nxt[:, None]], dim=1)
-        yield int(nxt)
 
 
 def _finished_every(device: torch.device) -> int:
@@ -169,8 +137,14 @@ def _worth_shrinking(finished: int, rows: int) -> bool:
 
 @torch.no_grad()
 def greedy_or_sample(
-    models, src: torch.Tensor, temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
-    generator: torch.Generator | None = None, use_cache: bool = True, max_len: int | None = None,
+    models,
+    src: torch.Tensor,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+    max_len: int | None = None,
 ) -> tuple[list[list[int]], torch.Tensor]:
     """Decode (B, S) sources one token at a time with the KV cache (use_cache=False re-runs the
     decoder over the whole prefix each step: only for measuring what the cache saves). Finished
@@ -247,8 +221,13 @@ class _Finished:
 
 @torch.no_grad()
 def beam_search(
-    models, src: torch.Tensor, beam: int, length_penalty: float = 1.0, use_cache: bool = True,
-    max_len: int | None = None, n_best: int = 1,
+    models,
+    src: torch.Tensor,
+    beam: int,
+    length_penalty: float = 1.0,
+    use_cache: bool = True,
+    max_len: int | None = None,
+    n_best: int = 1,
 ) -> tuple[list[list[list[int]]], torch.Tensor]:
     """Batched beam search. Hypotheses ending among the `beam` best candidates are finished, scored
     by log-probability / length penalty; a sentence is done when its n-th best finished score beats
@@ -295,7 +274,13 @@ def beam_search(
                 live = (~done).nonzero().squeeze(1)
                 _store(result, finished, sent, done.nonzero().squeeze(1))
                 finished.select(live)
-                sent, done, scores, rows, new_tokens = sent[live], done[live], scores[live], rows[live], new_tokens[live]
+                sent, done, scores, rows, new_tokens = (
+                    sent[live],
+                    done[live],
+                    scores[live],
+                    rows[live],
+                    new_tokens[live],
+                )
                 shrunk = True
         rows, new_tokens = rows.view(-1), new_tokens.view(-1)
         history = history[rows]

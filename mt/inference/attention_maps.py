@@ -13,28 +13,30 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from mt.errors import UserError
-from mt.tokenizer import END, START
+from mt.data.tokenizer import END, START
+from mt.errors import UserError, require_extra
 
 
 def _weights(attn, x: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(B, H, T, S) softmax weights of a cross-attention module for queries x over memory."""
     d = x.size(-1)
-    w_q, w_kv = attn.qkv.weight.split([d, 2 * d])
-    b_q, b_kv = attn.qkv.bias.split([d, 2 * d]) if attn.qkv.bias is not None else (None, None)
-    q = attn._heads(F.linear(x, w_q, b_q))
-    k = attn._heads(F.linear(memory, w_kv, b_kv).split(d, dim=2)[0])
+    q = attn._heads(F.linear(x, *attn.projection("q")))
+    k = attn._heads(F.linear(memory, *attn.projection("kv")).split(d, dim=2)[0])
     scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
     return scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
 
 
 @torch.no_grad()
-def cross_attention(model, src_ids: list[int], tgt_ids: list[int], layer: int = -1, head: int | None = None) -> torch.Tensor:
+def cross_attention(
+    model, src_ids: list[int], tgt_ids: list[int], layer: int = -1, head: int | None = None
+) -> torch.Tensor:
     """(T, S) attention of each output token (tgt_ids then <END>) over the source (src_ids then
     <END>), in decoder layer `layer`, averaged over heads unless `head` is given."""
     n_layers = len(model.decoder)
     if not -n_layers <= layer < n_layers:
-        raise UserError(f"--layer must be in [{-n_layers}, {n_layers - 1}] for this {n_layers}-layer decoder, got {layer}")
+        raise UserError(
+            f"--layer must be in [{-n_layers}, {n_layers - 1}] for this {n_layers}-layer decoder, got {layer}"
+        )
     if head is not None and not 0 <= head < model.n_head:
         raise UserError(f"--head must be in [0, {model.n_head - 1}], got {head}")
     device = next(model.parameters()).device
@@ -76,15 +78,14 @@ def _word_index(pieces: list[str]) -> list[int]:
     return index
 
 
-def save_heatmap(weights: torch.Tensor, src_pieces: list[str], tgt_pieces: list[str], path: str | Path, title: str = "") -> None:
+def save_heatmap(
+    weights: torch.Tensor, src_pieces: list[str], tgt_pieces: list[str], path: str | Path, title: str = ""
+) -> None:
     """A heatmap of (T, S) weights with the subwords on the axes, written as an image to `path`."""
-    try:
-        import matplotlib
+    matplotlib = require_extra("matplotlib", "plot", "pictures")
+    matplotlib.use("Agg")  # files, no window
+    import matplotlib.pyplot as plt
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UserError('pictures need matplotlib, an optional extra: pip install "mt[plot]"') from None
     cols, rows = src_pieces + ["</s>"], tgt_pieces + ["</s>"]
     fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(cols) + 1.5), max(3.0, 0.4 * len(rows) + 1.2)))
     ax.imshow(weights.numpy(), cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")

@@ -16,19 +16,11 @@ from pathlib import Path
 import torch
 
 from mt.config import config_from_dict
-from mt.errors import UserError
-from mt.options import DecodeOptions
-from mt.tokenizer import META_FILE, SPECIALS, SPM_FILE, load_tokenizer
+from mt.data.tokenizer import META_FILE, SPECIALS, SPM_FILE, load_tokenizer
+from mt.errors import UserError, require_extra
+from mt.inference.decode_options import DecodeOptions
 
 CONFIG_FILE = "mt_config.json"
-
-
-def _require():
-    try:
-        import ctranslate2
-    except ImportError:
-        raise UserError('this needs CTranslate2, an optional extra: pip install "mt[ctranslate2]"') from None
-    return ctranslate2
 
 
 def _array(t: torch.Tensor):
@@ -59,10 +51,8 @@ def _block(target, block) -> None:
 
 def _cross(target, block, d: int) -> None:
     _norm(target.layer_norm, block.ln_cross)
-    w_q, w_kv = block.cross.qkv.weight.split([d, 2 * d])
-    b_q, b_kv = block.cross.qkv.bias.split([d, 2 * d]) if block.cross.qkv.bias is not None else (None, None)
-    _linear(target.linear[0], block.cross.qkv, w_q, b_q)
-    _linear(target.linear[1], block.cross.qkv, w_kv, b_kv)
+    _linear(target.linear[0], block.cross.qkv, *block.cross.projection("q"))
+    _linear(target.linear[1], block.cross.qkv, *block.cross.projection("kv"))
     _linear(target.linear[2], block.cross.proj)
 
 
@@ -71,7 +61,8 @@ def model_spec(model, vocab: list[str]):
     from ctranslate2.specs import common_spec, transformer_spec
 
     spec = transformer_spec.TransformerSpec.from_config(
-        (len(model.encoder), len(model.decoder)), model.n_head, pre_norm=True, activation=common_spec.Activation.GELU)
+        (len(model.encoder), len(model.decoder)), model.n_head, pre_norm=True, activation=common_spec.Activation.GELU
+    )
     d = model.ln_enc.weight.numel()
     tokens, positions = _array(model.embed.tokens.weight), _array(model.embed.positions.table)
     for side in (spec.encoder, spec.decoder):
@@ -96,8 +87,8 @@ def model_spec(model, vocab: list[str]):
 
 def export(run_dir: str | Path, out_dir: str | Path, quantization: str | None = None) -> Path:
     """Write run_dir's model as a CTranslate2 model directory with the tokenizer and config beside it."""
-    _require()
-    from mt.checkpoint import load_run
+    require_extra("ctranslate2", "ctranslate2", "the CTranslate2 export")
+    from mt.inference.loading import load_run
 
     cfg, tokenizer, model = load_run(run_dir, "cpu")
     if cfg.model.arch != "transformer" or not hasattr(tokenizer, "sp"):
@@ -121,22 +112,32 @@ class CTranslate2Translator:
     """An exported model behind the same `translate` call as mt's Translator."""
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", threads: int = 0):
-        ctranslate2 = _require()
+        ctranslate2 = require_extra("ctranslate2", "ctranslate2", "the CTranslate2 engine")
         model_dir = Path(model_dir)
         if not (model_dir / "model.bin").is_file() or not (model_dir / CONFIG_FILE).is_file():
-            raise UserError(f"{model_dir} is not a CTranslate2 export of mt; make one with: "
-                            f"python -m mt.export --model RUN_DIR --format ctranslate2 --out {model_dir}")
+            raise UserError(
+                f"{model_dir} is not a CTranslate2 export of mt; make one with: "
+                f"python -m mt.export --model RUN_DIR --format ctranslate2 --out {model_dir}"
+            )
         self.cfg = config_from_dict(json.loads((model_dir / CONFIG_FILE).read_text()), str(model_dir / CONFIG_FILE))
         self.tokenizer = load_tokenizer(model_dir)
         self.options: DecodeOptions = self.cfg.decode
         self.max_src_tokens = self.cfg.data.max_len
         threads = threads or torch.get_num_threads()
-        self.engine = ctranslate2.Translator(str(model_dir), device="cuda" if device == "cuda" else "cpu",
-                                             intra_threads=threads, inter_threads=1)
+        self.engine = ctranslate2.Translator(
+            str(model_dir), device="cuda" if device == "cuda" else "cpu", intra_threads=threads, inter_threads=1
+        )
 
-    def translate(self, sentences: list[str], options: DecodeOptions | None = None, *, batch_size: int = 64,
-                  hypotheses: bool = False, **changes):
-        from mt.translator import Hypothesis
+    def translate(
+        self,
+        sentences: list[str],
+        options: DecodeOptions | None = None,
+        *,
+        batch_size: int = 64,
+        hypotheses: bool = False,
+        **changes,
+    ):
+        from mt.inference.translator import Hypothesis
 
         o = (options or self.options).replace(**changes)
         if o.sampling:
@@ -147,13 +148,21 @@ class CTranslate2Translator:
         todo = [i for i, p in enumerate(pieces) if p]
         found = [[Hypothesis("", 0.0, [])] for _ in sentences]
         results = self.engine.translate_batch(
-            [pieces[i] + [SPECIALS[3]] for i in todo], max_batch_size=batch_size, beam_size=o.beam,
-            num_hypotheses=o.n_best, length_penalty=o.length_penalty, return_scores=True,
-            max_decoding_length=o.max_len or self.cfg.data.max_len, suppress_sequences=[[SPECIALS[0]], [SPECIALS[2]]],
-            sampling_topk=(o.top_k or 0) if o.sampling else 1, sampling_topp=o.top_p or 1.0,
+            [pieces[i] + [SPECIALS[3]] for i in todo],
+            max_batch_size=batch_size,
+            beam_size=o.beam,
+            num_hypotheses=o.n_best,
+            length_penalty=o.length_penalty,
+            return_scores=True,
+            max_decoding_length=o.max_len or self.cfg.data.max_len,
+            suppress_sequences=[[SPECIALS[0]], [SPECIALS[2]]],
+            sampling_topk=(o.top_k or 0) if o.sampling else 1,
+            sampling_topp=o.top_p or 1.0,
             sampling_temperature=o.temperature or 1.0,
         )
         for i, r in zip(todo, results):
-            found[i] = [Hypothesis(self.tokenizer.sp.decode_pieces(h), s, [self.tokenizer.sp.piece_to_id(p) for p in h], h)
-                        for h, s in zip(r.hypotheses, r.scores)]
+            found[i] = [
+                Hypothesis(self.tokenizer.sp.decode_pieces(h), s, [self.tokenizer.sp.piece_to_id(p) for p in h], h)
+                for h, s in zip(r.hypotheses, r.scores)
+            ]
         return found if hypotheses else [h[0].text for h in found]

@@ -46,8 +46,15 @@ _MULTI30K_SHA256 = {
 # WMT news test sets, French-English, as plain text inside the WMT14 development tarball. The
 # mirror's files were not compared with the tarball's members here, so no checksum is pinned.
 _WMT14_DEV = "https://www.statmt.org/wmt14/dev.tgz"
-NEWSTEST_SETS = ("news-test2008", "newssyscomb2009", "newstest2009", "newstest2010", "newstest2011", "newstest2012",
-                 "newstest2013")
+NEWSTEST_SETS = (
+    "news-test2008",
+    "newssyscomb2009",
+    "newstest2009",
+    "newstest2010",
+    "newstest2011",
+    "newstest2012",
+    "newstest2013",
+)
 
 CORPORA: dict[str, list[RemoteFile]] = {
     "tinyshakespeare": [
@@ -59,8 +66,11 @@ CORPORA: dict[str, list[RemoteFile]] = {
     ],
     "multi30k": [RemoteFile(name, _MULTI30K + name, sha) for name, sha in _MULTI30K_SHA256.items()],
     "tatoeba": [RemoteFile("eng-fra.tsv", "https://www.manythings.org/anki/fra-eng.zip", None, member="fra.txt")],
-    "newstest": [RemoteFile(f"{name}.{lang}", _WMT14_DEV, None, member=f"dev/{name}.{lang}")
-                 for name in NEWSTEST_SETS for lang in ("fr", "en")],
+    "newstest": [
+        RemoteFile(f"{name}.{lang}", _WMT14_DEV, None, member=f"dev/{name}.{lang}")
+        for name in NEWSTEST_SETS
+        for lang in ("fr", "en")
+    ],
 }
 
 
@@ -115,7 +125,9 @@ def _fetch_verified(corpus: str, rf: RemoteFile, tmp: Path, target: Path) -> Non
     if mirror:
         source = Path(mirror) / corpus / rf.name
         if not source.is_file():
-            raise UserError(f"MT_DATA_MIRROR is set but {source} does not exist; fix the mirror or unset MT_DATA_MIRROR to download")
+            raise UserError(
+                f"MT_DATA_MIRROR is set but {source} does not exist; fix the mirror or unset MT_DATA_MIRROR to download"
+            )
         shutil.copyfile(source, tmp)
     else:
         source = rf.url

@@ -12,7 +12,7 @@ import concurrent.futures
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from mt.options import DecodeOptions
+from mt.inference.decode_options import DecodeOptions
 
 
 @dataclass
@@ -31,7 +31,12 @@ class Batcher:
     """`await batcher.translate(sentences, options)` -> list of n-best Hypothesis lists."""
 
     def __init__(self, translator, max_wait_ms: float = 5.0, max_tokens: int = 4096, batch_size: int = 64):
-        self.translator, self.max_wait, self.max_tokens, self.batch_size = translator, max_wait_ms / 1000, max_tokens, batch_size
+        self.translator, self.max_wait, self.max_tokens, self.batch_size = (
+            translator,
+            max_wait_ms / 1000,
+            max_tokens,
+            batch_size,
+        )
         self.queue: asyncio.Queue[Job] = asyncio.Queue()
         self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
         self.requests = self.batches = 0  # counts for /info: batches < requests when requests were merged

@@ -17,15 +17,15 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Adam
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), fused=True)
 
 
-def lr_at(step: int, cfg: TrainConfig, time_spent: float = 0.0) -> float:
+def lr_at(step: int, cfg: TrainConfig, total_steps: int | None = None) -> float:
     """Learning rate for optimizer step `step` (0-based): linear warmup, then cosine or 1/sqrt decay.
-    The cosine runs to whichever end comes first: `max_steps`, or the time budget, of which
-    `time_spent` is the fraction used; so a run cut short by `train.max_minutes` still anneals,
-    however fast the machine is."""
+    The cosine runs to `total_steps`: `max_steps`, or the step plan a time budget was turned into
+    (mt.training.stopping), so the schedule is a function of the step alone and resumes exactly."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
     if cfg.schedule == "inverse_sqrt":
         return cfg.lr * math.sqrt(max(cfg.warmup_steps, 1) / (step + 1))
     min_lr = cfg.lr / 10 if cfg.min_lr is None else cfg.min_lr
-    progress = min(1.0, max((step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps), time_spent))
+    end = cfg.max_steps if total_steps is None else total_steps
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, end - cfg.warmup_steps))
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg.lr - min_lr)

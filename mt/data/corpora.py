@@ -16,13 +16,14 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
 import numpy as np
 
-from mt import catalog
-from mt.batching import Ragged
+from mt.data import catalog
+from mt.data.batching import Ragged
 from mt.errors import UserError
 from mt.files import read_lines
 
@@ -30,10 +31,14 @@ from mt.files import read_lines
 MULTI30K_DEFAULT_SPLIT = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
 NEWSTEST_DEFAULT_SETS = {"train": catalog.NEWSTEST_SETS[:-1], "valid": ("newstest2013",)}
 PAIR_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")})
-ENCODED_FEATURES = datasets.Features({
-    "src_ids": datasets.Sequence(datasets.Value("int32")), "tgt_ids": datasets.Sequence(datasets.Value("int32")),
-    "src_len": datasets.Value("int32"), "tgt_len": datasets.Value("int32"),
-})
+ENCODED_FEATURES = datasets.Features(
+    {
+        "src_ids": datasets.Sequence(datasets.Value("int32")),
+        "tgt_ids": datasets.Sequence(datasets.Value("int32")),
+        "src_len": datasets.Value("int32"),
+        "tgt_len": datasets.Value("int32"),
+    }
+)
 ENCODED_LAYOUT = "ids-int32+lengths"
 SPEC_KEYS = {"path", "name", "split", "data_files", "field", "columns", "delimiter", "revision", "repeat"}
 
@@ -44,7 +49,9 @@ datasets.logging.set_verbosity_error()
 def aligned_files(src_path: Path, tgt_path: Path) -> datasets.Dataset:
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
-        raise UserError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; the two sides must be line-aligned")
+        raise UserError(
+            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; the two sides must be line-aligned"
+        )
     return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
 
 
@@ -72,8 +79,12 @@ def _catalog_pairs(spec: str, role: str, src_lang: str, tgt_lang: str) -> datase
         sets = (split,) if split else NEWSTEST_DEFAULT_SETS.get(role)
         if sets is None:
             raise UserError(f"name the newstest set to {role} on, e.g. newstest:newstest2012")
-        parts = [aligned_files(catalog.corpus_file(corpus, f"{name}.{src_lang}"), catalog.corpus_file(corpus, f"{name}.{tgt_lang}"))
-                 for name in sets]
+        parts = [
+            aligned_files(
+                catalog.corpus_file(corpus, f"{name}.{src_lang}"), catalog.corpus_file(corpus, f"{name}.{tgt_lang}")
+            )
+            for name in sets
+        ]
         return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
     catalog.files(corpus)  # unknown name: the catalog's error, with a suggestion
     raise UserError(f"corpus '{corpus}' holds plain text, not translation pairs")
@@ -90,7 +101,9 @@ def _generic_pairs(spec: dict, src_lang: str, tgt_lang: str) -> datasets.Dataset
     try:
         ds = datasets.load_dataset(spec["path"], split=spec.get("split", "train"), **kwargs)
     except Exception as e:  # datasets raises many types for missing files, hubs out of reach, bad configs
-        raise UserError(f"datasets.load_dataset could not read {spec}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
+        raise UserError(
+            f"datasets.load_dataset could not read {spec}: {type(e).__name__}: {str(e).splitlines()[0]}"
+        ) from None
     if "field" in spec:
         field = spec["field"]
         if field not in ds.column_names:
@@ -102,9 +115,14 @@ def _generic_pairs(spec: dict, src_lang: str, tgt_lang: str) -> datasets.Dataset
             raise UserError(f"corpus {spec['path']}: column '{field}' holds no {src_lang!r} and {tgt_lang!r} texts")
         return flat.select_columns(wanted).rename_columns(dict(zip(wanted, ["src", "tgt"])))
     columns = spec.get("columns", {src_lang: src_lang, tgt_lang: tgt_lang})
-    missing = [columns.get(lang, lang) for lang in (src_lang, tgt_lang) if columns.get(lang, lang) not in ds.column_names]
+    missing = [
+        columns.get(lang, lang) for lang in (src_lang, tgt_lang) if columns.get(lang, lang) not in ds.column_names
+    ]
     if missing:
-        raise UserError(f"corpus {spec['path']}: no column {missing[0]!r} (columns: {', '.join(ds.column_names)}); name them with 'columns'")
+        raise UserError(
+            f"corpus {spec['path']}: no column {missing[0]!r} (columns: {', '.join(ds.column_names)}); "
+            "name them with 'columns'"
+        )
     ds = ds.select_columns([columns[src_lang], columns[tgt_lang]])
     return ds.rename_columns({columns[src_lang]: "src", columns[tgt_lang]: "tgt"})
 
@@ -156,8 +174,9 @@ def auto_num_proc(n_pairs: int) -> int:
     return max(1, min(os.cpu_count() or 1, n_pairs // 100_000))
 
 
-def encode_pairs(ds: datasets.Dataset, tokenizer, cache_dir: Path | None, num_proc: int = 1,
-                 progress: str | None = None) -> datasets.Dataset:
+def encode_pairs(
+    ds: datasets.Dataset, tokenizer, cache_dir: Path | None, num_proc: int = 1, progress: str | None = None
+) -> datasets.Dataset:
     """Token ids and lengths of every pair, in an Arrow file cached by content under `cache_dir`:
     memory-mapped, so a corpus larger than memory stays on disk, and a second run does not
     re-tokenize. Columns: src_ids, tgt_ids (int32 lists), src_len, tgt_len; rows as in `ds`."""
@@ -176,15 +195,25 @@ def encode_pairs(ds: datasets.Dataset, tokenizer, cache_dir: Path | None, num_pr
     if progress and not (cache_file and Path(cache_file).is_file()):  # a bar only when there is work to show
         datasets.enable_progress_bars()
     try:
-        return ds.map(encode, batched=True, batch_size=2000, features=ENCODED_FEATURES, remove_columns=ds.column_names,
-                      num_proc=num_proc if num_proc > 1 else None, cache_file_name=cache_file, load_from_cache_file=True,
-                      new_fingerprint=Path(cache_file).stem if cache_file else None, desc=progress)
+        return ds.map(
+            encode,
+            batched=True,
+            batch_size=2000,
+            features=ENCODED_FEATURES,
+            remove_columns=ds.column_names,
+            num_proc=num_proc if num_proc > 1 else None,
+            cache_file_name=cache_file,
+            load_from_cache_file=True,
+            new_fingerprint=Path(cache_file).stem if cache_file else None,
+            desc=progress,
+        )
     finally:
         datasets.disable_progress_bars()
 
 
-def filter_pairs(src_lens: np.ndarray, tgt_lens: np.ndarray, max_len: int, max_ratio: float, what: str,
-                 log=sys.stderr) -> np.ndarray:
+def filter_pairs(
+    src_lens: np.ndarray, tgt_lens: np.ndarray, max_len: int, max_ratio: float, what: str, log=sys.stderr
+) -> np.ndarray:
     """Rows to keep: not empty, within `max_len` tokens, and lengths (each counting its <END>)
     within `max_ratio` of each other. Reports how many pairs each rule dropped."""
     empty = (src_lens == 0) | (tgt_lens == 0)
@@ -196,7 +225,11 @@ def filter_pairs(src_lens: np.ndarray, tgt_lens: np.ndarray, max_len: int, max_r
     dropped = len(src_lens) - len(keep)
     detail = ", ".join(f"{n:,} {why}" for why, n in counts.items() if n)
     if log is not None:
-        print(f"{what}: {len(src_lens):,} pairs, kept {len(keep):,}" + (f", dropped {dropped:,} ({detail})" if dropped else ""), file=log)
+        print(
+            f"{what}: {len(src_lens):,} pairs, kept {len(keep):,}"
+            + (f", dropped {dropped:,} ({detail})" if dropped else ""),
+            file=log,
+        )
     if not len(keep):
         raise UserError(f"{what}: no pair is left after filtering; check the corpus and data.max_len")
     return keep
@@ -206,11 +239,26 @@ class EncodedCorpus:
     """A filtered, encoded parallel corpus. The ids stay in memory-mapped Arrow; memory holds only
     the kept row numbers and their lengths, which is all the batch sampler needs."""
 
-    def __init__(self, pairs: datasets.Dataset, tokenizer, cache_dir: Path | None, max_len: int, max_ratio: float,
-                 what: str, num_proc: int = 0, log=sys.stderr, repeats: np.ndarray | None = None):
+    def __init__(
+        self,
+        pairs: datasets.Dataset,
+        tokenizer,
+        cache_dir: Path | None,
+        max_len: int,
+        max_ratio: float,
+        what: str,
+        num_proc: int = 0,
+        log=sys.stderr,
+        repeats: np.ndarray | None = None,
+    ):
         self.pairs = pairs  # the raw text, same row order: references and subword sampling read it
-        encoded = encode_pairs(pairs, tokenizer, cache_dir, num_proc or auto_num_proc(len(pairs)),
-                               progress=f"encoding {what}" if log is not None else None)
+        encoded = encode_pairs(
+            pairs,
+            tokenizer,
+            cache_dir,
+            num_proc or auto_num_proc(len(pairs)),
+            progress=f"encoding {what}" if log is not None else None,
+        )
         lens = encoded.with_format("arrow", columns=["src_len", "tgt_len"])[:]  # zero-copy views
         src_lens, tgt_lens = (lens.column(c).to_numpy().astype(np.int32) for c in ("src_len", "tgt_len"))
         self.rows = filter_pairs(src_lens, tgt_lens, max_len, max_ratio, what, log)
@@ -238,3 +286,14 @@ def columns(ds: datasets.Dataset, *names: str) -> list[list]:
     """Columns as Python lists in one pass (indexing a datasets Column row by row is slow)."""
     table = ds.select_columns(list(names)).to_dict()
     return [table[n] for n in names]
+
+
+def sample_texts(train: datasets.Dataset, max_pairs: int, seed: int) -> Iterator[str]:
+    """Both sides of at most `max_pairs` training pairs, drawn at random when there are more, read
+    in chunks so a corpus larger than memory never has to fit in it."""
+    if len(train) > max_pairs:
+        rows = np.sort(np.random.default_rng(seed).choice(len(train), max_pairs, replace=False))
+        train = train.select(rows)
+    for column in ("src", "tgt"):  # all sources, then all targets: the order the trainer saw before
+        for chunk in train.select_columns([column]).iter(batch_size=10_000):
+            yield from chunk[column]

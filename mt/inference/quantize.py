@@ -12,12 +12,12 @@ def _split_cross_queries(model: nn.Module) -> None:
     """Give each cross-attention its query rows as a Linear of their own, so that they quantize: the
     fused projection is used by slicing its weight, which a quantized module cannot be."""
     for name, m in model.named_modules():
-        if name.endswith(".cross") and hasattr(m, "qkv"):
-            d = m.qkv.weight.size(1)
-            query = nn.Linear(d, d, bias=m.qkv.bias is not None)
-            query.weight.data.copy_(m.qkv.weight.data[:d])
-            if m.qkv.bias is not None:
-                query.bias.data.copy_(m.qkv.bias.data[:d])
+        if name.endswith(".cross") and hasattr(m, "projection"):
+            weight, bias = m.projection("q")
+            query = nn.Linear(weight.size(1), weight.size(0), bias=bias is not None)
+            query.weight.data.copy_(weight.data)
+            if bias is not None:
+                query.bias.data.copy_(bias.data)
             m.query = query
 
 

@@ -1,4 +1,5 @@
-"""Tokenizers with one interface: encode, decode, vocab_size, save/load, and fixed special ids.
+"""Tokenizers with one interface (encode, decode, vocab_size, save/load, fixed special ids), and
+their training for either task, SentencePiece models cached by the content they learned from.
 
 Special ids are the same for every tokenizer: <pad> 0, <unk> 1, <START> 2, <END> 3. The character
 tokenizer numbers its characters from 4, in sorted order.
@@ -9,13 +10,16 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Iterable
+import sys
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
 
 from mt.errors import UserError
+from mt.files import atomic_write
 
 PAD, UNK, START, END = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<unk>", "<START>", "<END>"]
@@ -86,9 +90,14 @@ class SentencePieceTokenizer:
                 vocab_size=vocab_size,
                 model_type=model_type,
                 character_coverage=1.0,  # keep every character of French and English (œ, ’, «)
-                pad_id=PAD, unk_id=UNK, bos_id=START, eos_id=END,
-                pad_piece=SPECIALS[PAD], unk_piece=SPECIALS[UNK],
-                bos_piece=SPECIALS[START], eos_piece=SPECIALS[END],
+                pad_id=PAD,
+                unk_id=UNK,
+                bos_id=START,
+                eos_id=END,
+                pad_piece=SPECIALS[PAD],
+                unk_piece=SPECIALS[UNK],
+                bos_piece=SPECIALS[START],
+                eos_piece=SPECIALS[END],
                 input_sentence_size=max_sentences,
                 shuffle_input_sentence=True,
                 num_threads=4,
@@ -108,7 +117,9 @@ class SentencePieceTokenizer:
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return self.sp.encode(texts)
 
-    def sample_encode_batch(self, texts: list[str], alpha: float, rng: np.random.Generator, nbest: int = 16) -> list[list[int]]:
+    def sample_encode_batch(
+        self, texts: list[str], alpha: float, rng: np.random.Generator, nbest: int = 16
+    ) -> list[list[int]]:
         """Subword regularization by l-best sampling (Kudo, 2018): one of each text's `nbest` best
         unigram segmentations, drawn with probability proportional to P(segmentation) ** alpha from
         `rng`. SentencePiece's own sampling draws from a generator that no seed makes repeatable
@@ -149,3 +160,55 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
     if meta["kind"] == "char":
         return CharTokenizer(meta["chars"])
     return SentencePieceTokenizer((directory / SPM_FILE).read_bytes())
+
+
+def learn_tokenizer(
+    settings,
+    sample: Callable[[int], Iterable[str]],
+    size: int,
+    content_key: str,
+    seed: int,
+    cache_dir: Path,
+    source: str,
+    unit: str = "pairs",
+) -> Tokenizer:
+    """The tokenizer `settings` (the recipe's tokenizer section) describe, for a corpus of `size`
+    units (pairs, lines) that `sample(n)` yields the texts of n of. char: every character of all
+    of them (a rare one left out would be <unk>). SentencePiece: learned from `tokenizer.max_pairs`
+    of them, cached in `cache_dir` by `content_key` and the settings, so a second run on the same
+    data does not retrain. `source` and `unit` name the data in messages."""
+    t = settings
+    if t.kind == "char":
+        return CharTokenizer.train(sample(size))
+    drawn = f"|{t.max_pairs}|{seed}" if size > t.max_pairs else ""
+    key = hashlib.sha256(f"{content_key}|{t.vocab_size}|{t.model_type}{drawn}".encode()).hexdigest()[:20]
+    cached = Path(cache_dir) / f"spm-{key}.model"
+    if cached.is_file():
+        return SentencePieceTokenizer(cached.read_bytes())
+    print(
+        f"training a {t.vocab_size}-piece {t.model_type} SentencePiece model on {min(size, t.max_pairs):,} "
+        f"{unit} (cached for later runs)...",
+        file=sys.stderr,
+        end="",
+        flush=True,
+    )
+    start, with_text = time.monotonic(), 0
+
+    def texts():
+        nonlocal with_text
+        for text in sample(t.max_pairs):
+            with_text += bool(text.strip())
+            yield text
+
+    try:
+        tokenizer = SentencePieceTokenizer.train(texts(), t.vocab_size, t.model_type, max_sentences=2 * t.max_pairs)
+    except UserError:
+        if with_text == 0:
+            raise UserError(
+                f"{source}: {size:,} {unit} read, but every line is empty; no usable text remains"
+            ) from None
+        raise
+    print(f" {time.monotonic() - start:.0f} s", file=sys.stderr)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(cached, lambda tmp: Path(tmp).write_bytes(tokenizer.model_proto))
+    return tokenizer

@@ -21,8 +21,9 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 import torch
 import torch.distributed as td
@@ -70,6 +71,11 @@ def _reduce(world: World, value: float, device: torch.device, op) -> float:
 def any_rank(world: World, flag: bool, device: torch.device) -> bool:
     """True on every rank when it is True on any, so that all ranks stop at the same step."""
     return bool(_reduce(world, flag, device, td.ReduceOp.MAX))
+
+
+def from_main(world: World, value: float, device: torch.device) -> float:
+    """Rank 0's `value`, on every rank."""
+    return _reduce(world, value if world.is_main else 0, device, td.ReduceOp.SUM)
 
 
 def total(world: World, value: int, device: torch.device) -> int:

@@ -10,19 +10,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
-from mt.checkpoint import load_run
-from mt.decode import beam_search, greedy_or_sample, target_logprobs
+from mt.data.tokenizer import END
 from mt.errors import UserError
 from mt.hardware import autocast, inference_precision, pick_device
-from mt.options import DecodeOptions
-from mt.quantize import quantize_int8
-from mt.tokenizer import END
-
-DEFAULT_MODEL = "runs/fr_en"
+from mt.inference.decode_options import DecodeOptions
+from mt.inference.loading import DEFAULT_MODEL, load_models
+from mt.inference.search import beam_search, greedy_or_sample, target_logprobs
 
 
 @dataclass
@@ -31,21 +27,6 @@ class Hypothesis:
     score: float  # beam search: log-probability / length penalty; greedy and sampling: log-probability
     ids: list[int]  # subword ids, without <END>
     tokens: list[str] = field(default_factory=list)  # the subwords themselves
-
-
-def load_models(run_dirs, device: torch.device, quantize: str | None):
-    """(cfg, tokenizer, models) for one run or an ensemble of runs sharing one vocabulary."""
-    run_dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs)
-    hint = "; train one with: python -m mt.train recipes/fr_en.yaml" if str(run_dirs[0]) == DEFAULT_MODEL else ""
-    loaded = [load_run(run_dir, device, hint) for run_dir in run_dirs]
-    cfg, tokenizer, _ = loaded[0]
-    for run_dir, (cfg_i, tokenizer_i, _) in zip(run_dirs, loaded):
-        if cfg_i.model.arch != "transformer":
-            raise UserError(f"{run_dir} holds a {cfg_i.model.arch} language model; use python -m mt.generate --model {run_dir}")
-        if getattr(tokenizer_i, "model_proto", None) != getattr(tokenizer, "model_proto", None):
-            raise UserError(f"{run_dir} has another vocabulary than {run_dirs[0]}; an ensemble needs one shared tokenizer")
-    models = [quantize_int8(model) if quantize == "int8" else model for _, _, model in loaded]
-    return cfg, tokenizer, models
 
 
 class Translator:
@@ -71,11 +52,16 @@ class Translator:
         encoded = self.tokenizer.encode_batch(sentences)
         for i, ids in enumerate(encoded):
             if len(ids) > self.max_src_tokens and warn_truncated:
-                print(f"warning: line {i + 1} has {len(ids)} tokens; translating its first {self.max_src_tokens}", file=sys.stderr)
+                print(
+                    f"warning: line {i + 1} has {len(ids)} tokens; translating its first {self.max_src_tokens}",
+                    file=sys.stderr,
+                )
             encoded[i] = ids[: self.max_src_tokens]
         return encoded
 
-    def batches(self, encoded: list[list[int]], batch_size: int, skip_empty: bool = True) -> Iterator[tuple[list[int], torch.Tensor]]:
+    def batches(
+        self, encoded: list[list[int]], batch_size: int, skip_empty: bool = True
+    ) -> Iterator[tuple[list[int], torch.Tensor]]:
         """Length-sorted batches of the (non-empty) inputs: (their indices, (B, S) padded ids with <END>)."""
         todo = sorted((i for i, ids in enumerate(encoded) if ids or not skip_empty), key=lambda i: len(encoded[i]))
         for start in range(0, len(todo), batch_size):
@@ -86,8 +72,15 @@ class Translator:
             yield rows, src.to(self.device)
 
     def translate(
-        self, sentences: list[str], options: DecodeOptions | None = None, *, batch_size: int = 64,
-        use_cache: bool = True, warn_truncated: bool = True, hypotheses: bool = False, **changes,
+        self,
+        sentences: list[str],
+        options: DecodeOptions | None = None,
+        *,
+        batch_size: int = 64,
+        use_cache: bool = True,
+        warn_truncated: bool = True,
+        hypotheses: bool = False,
+        **changes,
     ) -> list[str] | list[list[Hypothesis]]:
         """Translate `sentences` with `options` (default: the recipe's decode section), changed by
         any keyword named like an option (beam=1, temperature=0.8, ...). Returns one string per
@@ -100,13 +93,18 @@ class Translator:
         for rows, src in self.batches(self.encode(sentences, warn_truncated), batch_size):
             with autocast(self.device, inference_precision(self.device)):
                 if o.beam > 1:
-                    ids, scores = beam_search(self.models, src, o.beam, o.length_penalty, use_cache, o.max_len, o.n_best)
+                    ids, scores = beam_search(
+                        self.models, src, o.beam, o.length_penalty, use_cache, o.max_len, o.n_best
+                    )
                 else:  # greedy or sampling: the plain loop, without beam search's reordering
-                    best, score = greedy_or_sample(self.models, src, o.temperature, o.top_k, o.top_p, generator,
-                                                   use_cache, o.max_len)
+                    best, score = greedy_or_sample(
+                        self.models, src, o.temperature, o.top_k, o.top_p, generator, use_cache, o.max_len
+                    )
                     ids, scores = [[x] for x in best], score[:, None]
             for i, outs, row_scores in zip(rows, ids, scores.tolist()):
-                found[i] = [Hypothesis(self.tokenizer.decode(x), s, x, self.pieces(x)) for x, s in zip(outs, row_scores)]
+                found[i] = [
+                    Hypothesis(self.tokenizer.decode(x), s, x, self.pieces(x)) for x, s in zip(outs, row_scores)
+                ]
         return found if hypotheses else [h[0].text for h in found]
 
     def pieces(self, ids: list[int]) -> list[str]:
@@ -127,3 +125,17 @@ class Translator:
             for i, total, count in zip(rows, totals.tolist(), counts.tolist()):
                 out[i] = (total, count)
         return out
+
+
+def load_translator(models: list, engine: str = "mt", device: str = "cpu", quantize: str | None = None):
+    """mt's own Translator for one run or an ensemble of several, or (engine "ctranslate2") a
+    CTranslate2Translator over one exported model, with the same calls."""
+    if engine == "ctranslate2":
+        if len(models) > 1 or quantize:
+            raise UserError(
+                "--engine ctranslate2 takes one exported model; quantize when exporting (--quantization int8)"
+            )
+        from mt.inference.ctranslate2_engine import CTranslate2Translator
+
+        return CTranslate2Translator(models[0], "cuda" if device == "cuda" else "cpu")
+    return Translator.load(models if len(models) > 1 else models[0], device, quantize)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mt.errors import UserError
+from mt.errors import require_extra
 
 
 class Board:
@@ -19,11 +19,9 @@ class Board:
         self.writer = None
         if not enabled:
             return
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            raise UserError('train.tensorboard needs TensorBoard, an optional extra: pip install "mt[tensorboard]" '
-                            "(or set train.tensorboard=false)") from None
+        require_extra("tensorboard", "tensorboard", "train.tensorboard (or set train.tensorboard=false)")
+        from torch.utils.tensorboard import SummaryWriter
+
         # purge_step: a resumed run drops the events a killed run logged past its checkpoint
         self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=step or None)
 

@@ -1,0 +1,75 @@
+"""The flags several commands share, and what they build: which translator (`--model`, `--engine`,
+`--device`, `--quantize`) and how it decodes (`--beam`, `--greedy`, `--sample`, ...)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from mt.errors import UserError
+from mt.inference.decode_options import DecodeOptions
+from mt.inference.loading import DEFAULT_MODEL
+from mt.inference.translator import load_translator
+
+
+def add_model_args(p: argparse.ArgumentParser, engines: bool = True) -> None:
+    """--model, --batch-size, --device; with `engines`, --engine and --quantize too."""
+    p.add_argument(
+        "--model",
+        action="append",
+        metavar="DIR",
+        help=f"run directory (default {DEFAULT_MODEL}); give it twice or more for an ensemble",
+    )
+    p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
+    p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
+    if engines:
+        p.add_argument(
+            "--engine",
+            choices=["mt", "ctranslate2"],
+            default="mt",
+            help="ctranslate2: a model written by python -m mt.export (needs the ctranslate2 extra)",
+        )
+        p.add_argument("--quantize", choices=["int8"], help="int8 dynamic quantization of the Linear layers (CPU)")
+
+
+def open_translator(args: argparse.Namespace):
+    """The translator the model flags name (see mt.inference.translator.load_translator)."""
+    if args.batch_size <= 0:
+        raise UserError(f"--batch-size must be positive, got {args.batch_size}")
+    return load_translator(
+        args.model or [DEFAULT_MODEL], getattr(args, "engine", "mt"), args.device, getattr(args, "quantize", None)
+    )
+
+
+def add_decoding_args(p: argparse.ArgumentParser) -> None:
+    """The decoding flags of `translate`, `evaluate` and `serve`; `from_args` turns them into options."""
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--beam", type=int, help="beam size (default: the recipe's decode.beam)")
+    how.add_argument("--greedy", action="store_true", help="take the most likely token at each step (beam 1)")
+    how.add_argument("--sample", action="store_true", help="sample each token (see --temperature, --top-k, --top-p)")
+    p.add_argument("--temperature", type=float, help="with --sample (default 1.0)")
+    p.add_argument("--top-k", type=int, help="with --sample: only the K most likely tokens")
+    p.add_argument("--top-p", type=float, help="with --sample: only the smallest set holding probability P")
+    p.add_argument("--seed", type=int, help="with --sample (default 0)")
+    p.add_argument("--length-penalty", type=float, help="beam search length normalisation (default: the recipe's)")
+    p.add_argument("--max-len", type=int, help="most output tokens per sentence (default: twice the source plus 10)")
+    p.add_argument("--n-best", type=int, help="print the N best hypotheses per input with their scores (N <= beam)")
+
+
+def from_args(args: argparse.Namespace, defaults: DecodeOptions) -> DecodeOptions:
+    """The options the flags ask for, over the recipe's defaults, checked once as a whole."""
+    if (args.temperature is not None or args.top_k is not None or args.top_p is not None) and not args.sample:
+        raise UserError("--temperature, --top-k and --top-p go with --sample")
+    changes = {
+        "length_penalty": args.length_penalty,
+        "max_len": args.max_len,
+        "n_best": args.n_best,
+        "beam": 1 if args.greedy or args.sample else args.beam,
+        "temperature": 0.0 if args.greedy or args.beam else None,
+    }
+    if args.sample:
+        temperature = 1.0 if args.temperature is None else args.temperature
+        if temperature <= 0:
+            raise UserError("--sample needs --temperature > 0 (use --greedy for the most likely output)")
+        changes |= {"temperature": temperature, "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
+    return dataclasses.replace(defaults, **{k: v for k, v in changes.items() if v is not None})

@@ -1,0 +1,1 @@
+"""Serving: the HTTP app, request batching and the web page."""

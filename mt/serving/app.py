@@ -1,0 +1,133 @@
+"""The translation server's FastAPI app: the web page at /, POST /translate, GET /health and
+GET /info. Requests are checked (mt/serving/requests.py), then batched with others
+(mt/serving/request_batcher.py) and decoded on one worker thread."""
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import threading
+import time
+from contextlib import asynccontextmanager
+from importlib import resources
+
+from mt import __version__
+from mt.errors import UserError, require_extra
+from mt.flags import open_translator
+from mt.inference.decode_options import FIELDS
+from mt.serving.request_batcher import Batcher
+from mt.serving.requests import Limits, parse_request
+
+
+def _error(status: int, message: str):
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _load_in_background(app, args) -> None:
+    """Load the model on a thread, so /health can answer 'loading' meanwhile."""
+
+    def load():
+        try:
+            app.state.translator = open_translator(args)
+        except UserError as e:
+            app.state.load_error = str(e)
+            print(f"error: {e}", flush=True)
+
+    threading.Thread(target=load, daemon=True).start()
+
+
+def create_app(args: argparse.Namespace, limits: Limits = Limits()):
+    # No `from __future__ import annotations` here: FastAPI reads the `Request` annotation below at run time.
+    fastapi = require_extra("fastapi", "serve", "the server")
+    from fastapi import Request
+    from fastapi.responses import HTMLResponse
+
+    @asynccontextmanager
+    async def lifespan(app):
+        app.state.translator, app.state.load_error, app.state.batcher = None, None, None
+        _load_in_background(app, args)
+        yield
+        if app.state.batcher:
+            await app.state.batcher.stop()
+
+    app = fastapi.FastAPI(title="mt translation server", version=__version__, lifespan=lifespan)
+
+    def batcher():
+        if app.state.batcher is None and app.state.translator is not None:
+            app.state.batcher = Batcher(
+                app.state.translator, args.batch_wait_ms, args.max_batch_tokens, args.batch_size
+            )
+            app.state.batcher.start()
+        return app.state.batcher
+
+    @app.get("/", response_class=HTMLResponse)
+    async def page():
+        return resources.files("mt.serving").joinpath("static/index.html").read_text(encoding="utf-8")
+
+    @app.get("/health")
+    async def health():
+        if app.state.load_error:
+            return _error(500, app.state.load_error)
+        if app.state.translator is None:
+            return _error(503, "loading the model")
+        return {"status": "ready"}
+
+    @app.get("/info")
+    async def info():
+        t = app.state.translator
+        if t is None:
+            return _error(503, "loading the model")
+        b = app.state.batcher
+        return model_info(t, args) | {
+            "requests_served": b.requests if b else 0,
+            "batches_decoded": b.batches if b else 0,
+        }
+
+    @app.post("/translate")
+    async def translate(request: Request):
+        if batcher() is None:
+            return _error(503, app.state.load_error or "loading the model; try again when GET /health says ready")
+        return await answer(app.state, await request.body(), limits)
+
+    return app
+
+
+async def answer(state, raw: bytes, limits: Limits):
+    """The response to one POST /translate body: translations, or a JSON error with its status."""
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return _error(422, f"the body is not valid JSON ({e})")
+    parsed = parse_request(body, limits, state.translator.options)
+    if isinstance(parsed[0], int):
+        return _error(*parsed)
+    sentences, options = parsed
+    start = time.perf_counter()
+    try:
+        found = await asyncio.wait_for(state.batcher.translate(sentences, options), limits.timeout_s)
+    except (asyncio.TimeoutError, TimeoutError):
+        return _error(504, f"no answer within {limits.timeout_s:g} s (--timeout)")
+    result = {
+        "translations": [h[0].text for h in found],
+        "seconds": round(time.perf_counter() - start, 4),
+        "options": dataclasses.asdict(options),
+    }
+    if options.n_best > 1:
+        result["n_best"] = [[{"text": h.text, "score": round(h.score, 4)} for h in hyps] for hyps in found]
+    return result
+
+
+def model_info(t, args) -> dict:
+    models = getattr(t, "models", [])
+    return {
+        "model": args.model or ["runs/fr_en"],
+        "engine": args.engine,
+        "version": __version__,
+        "source_language": t.cfg.data.src_lang,
+        "target_language": t.cfg.data.tgt_lang,
+        "parameters": sum(p.numel() for m in models for p in m.parameters()) or None,
+        "decoding_defaults": dataclasses.asdict(t.options),
+        "decoding_options": list(FIELDS),
+    }

@@ -1,0 +1,93 @@
+"""The report at the end of training: the best checkpoint scored on the recipe's test sets with the
+recipe's decoding, the demo sentence translated, `results.json` written, the next commands shown."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from mt.config import Config
+from mt.data.corpora import columns, load_pairs, spec_label
+from mt.errors import UserError
+from mt.files import atomic_write
+from mt.inference.metrics import corpus_scores
+
+DEMO_SENTENCE = {"fr": "les réseaux de neurones sont géniaux!"}
+RESULTS = "results.json"
+
+
+def test_specs(cfg: Config) -> list:
+    test = cfg.data.test
+    return test if isinstance(test, list) else [test] if test else []
+
+
+def translation_report(cfg: Config, run_dir: Path, device: str, log=None) -> dict:
+    """Score `best` on each test set with the recipe's beam, translate the demo, write results.json."""
+    log = log or sys.stderr
+    from mt.inference.translator import Translator
+
+    translator = Translator.load(run_dir, device)
+    d, beam = cfg.data, cfg.decode.beam
+    results = {
+        "checkpoint": str(run_dir / "best.pt"),
+        "decoding": f"beam {beam}, length penalty {cfg.decode.length_penalty}",
+        "test": {},
+    }
+    for spec in test_specs(cfg):
+        src, ref = columns(load_pairs(spec, "test", d.src_lang, d.tgt_lang), "src", "tgt")
+        start = time.perf_counter()
+        hyp = translator.translate(src, beam=beam)
+        scores = corpus_scores(hyp, ref)
+        label = spec_label(spec)
+        results["test"][label] = {
+            "bleu": scores["bleu"],
+            "chrf": scores["chrf"],
+            "sentences": len(src),
+            "seconds": round(time.perf_counter() - start, 1),
+        }
+        results["signature"] = scores["signature"]
+        print(
+            f"test {label}: BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  ({len(src)} sentences, beam {beam})",
+            file=log,
+        )
+    if "signature" in results:
+        print(f"sacreBLEU {results['signature']['bleu']}", file=log)
+    demo = DEMO_SENTENCE.get(d.src_lang)
+    if demo:
+        results["demo"] = {"source": demo, "translation": translator.translate([demo], beam=beam)[0]}
+        print(f"demo: {demo}  ->  {results['demo']['translation']}", file=log)
+    atomic_write(
+        run_dir / RESULTS, lambda tmp: Path(tmp).write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    )
+    model = f" --model {run_dir}" if str(run_dir) != "runs/fr_en" else ""
+    print(
+        f"results in {run_dir / RESULTS}; next:\n"
+        f'  python -m mt.translate{model} "{demo or "your sentence"}"\n'
+        f"  python -m mt.evaluate{model} --split test\n"
+        f"  python -m mt.serve{model}      # a web page and a JSON API on http://127.0.0.1:8000\n"
+        f"  python -m mt.plot {run_dir}      # the learning curves as a picture",
+        file=log,
+    )
+    return results
+
+
+def language_model_report(run_dir: Path, log=None) -> None:
+    log = log or sys.stderr
+    print(f'next:\n  python -m mt.generate --model {run_dir} --prompt "ROMEO:" --max-new-tokens 300', file=log)
+
+
+def report(cfg: Config, run_dir: Path, device: torch.device) -> None:
+    """The end-of-training report. The run is complete without it, so a failure here (a test set
+    that cannot be read) is a warning, not an error."""
+    if cfg.model.arch != "transformer":
+        language_model_report(run_dir)
+        return
+    print("end-of-training report (train.report=false skips it)", file=sys.stderr)
+    try:
+        translation_report(cfg, run_dir, device.type)
+    except UserError as e:
+        print(f"warning: no end-of-training report: {e}", file=sys.stderr)

@@ -1,0 +1,118 @@
+"""When training stops, decided in one place: the step limit, the time budget, patience, or Ctrl-C.
+
+A time budget (`train.max_minutes`) becomes a step plan once, at the end of warm-up: the steps
+left are what the budget has left at the pace measured so far. The plan is saved with the run, so
+the learning-rate schedule and the stop follow steps, not the clock, and `--resume` ends exactly
+where an uninterrupted run with the same plan ends. Evaluations come on top of the planned steps.
+
+Under torchrun every rank must stop at the same step, so the decisions that depend on one rank's
+clock or signal are compared across ranks (the plan is rank 0's), and only at steps where a sync
+happens anyway.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import torch
+
+from mt.config import TrainConfig
+from mt.training import distributed
+
+
+class StopFlag:
+    """The first Ctrl-C asks the loop to stop after the current step; a second one aborts."""
+
+    def __init__(self):
+        self.requested = False
+
+    def __enter__(self):
+        self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self.previous)
+
+
+def expected_last_step(step: int, first_step: int, seconds: float, seconds_left: float, max_steps: int) -> int:
+    """The step training will stop at: max_steps, or sooner where the time budget runs out first at
+    the pace so far (evaluations included), so the progress bar's total and ETA tell the truth."""
+    if seconds_left == float("inf") or step <= first_step or seconds <= 0:
+        return max_steps
+    pace = seconds / (step - first_step)
+    return max(step, min(max_steps, step + int(max(seconds_left, 0.0) / pace)))
+
+
+class StopPolicy:
+    """Reads the recipe's stopping rules; `after_step` and `after_evaluation` say whether and why to
+    stop. `state` is the run's RunState: the step plan is kept in it."""
+
+    def __init__(self, tc: TrainConfig, world: distributed.World, device: torch.device, flag: StopFlag, state):
+        self.tc, self.world, self.device, self.flag, self.state = tc, world, device, flag, state
+        self.budget_s = tc.max_minutes * 60 if tc.max_minutes else float("inf")
+        self.plan_at = max(tc.warmup_steps, 1)  # the cosine starts here: it needs to know its end
+
+    def total_steps(self) -> int:
+        """Where training will stop: max_steps, or the plan a time budget became."""
+        planned = self.state.planned_steps
+        return self.tc.max_steps if planned is None else min(planned, self.tc.max_steps)
+
+    def seconds_left(self, elapsed_s: float) -> float:
+        return self.budget_s - elapsed_s
+
+    def after_step(self, step: int, elapsed_s: float, pace_s: float | None) -> str | None:
+        """'interrupted' (Ctrl-C on any rank), 'out of time' (the planned steps are done), 'done'
+        (max_steps) or None. `pace_s` is the measured training seconds per step, for the plan."""
+        tc, world = self.tc, self.world
+        plan_now = self.budget_s < float("inf") and self.state.planned_steps is None and step >= self.plan_at
+        if (
+            world.size > 1
+            and step % tc.log_every
+            and step % tc.eval_every
+            and step < self.total_steps()
+            and not plan_now
+        ):
+            return None  # ranks compare notes only where they sync anyway
+        if distributed.any_rank(world, self.flag.requested, self.device):
+            return "interrupted"
+        if self.budget_s < float("inf") and self.state.planned_steps is None:
+            over = distributed.any_rank(world, elapsed_s >= self.budget_s, self.device)
+            if plan_now or over:
+                self._plan(step, elapsed_s, pace_s if not over else None)
+        if step >= self.total_steps():
+            return "out of time" if self.state.planned_steps is not None and step < tc.max_steps else "done"
+        return None
+
+    def _plan(self, step: int, elapsed_s: float, pace_s: float | None) -> None:
+        """Turn what is left of the budget into steps at `pace_s` (none left, or no pace: stop now)."""
+        steps = step
+        if pace_s and pace_s > 0:
+            steps = step + int(max(self.budget_s - elapsed_s, 0.0) / pace_s)
+        steps = int(distributed.from_main(self.world, min(steps, self.tc.max_steps), self.device))
+        self.state.planned_steps = max(steps, step)
+        if self.world.is_main:
+            print(
+                f"time budget: {self.tc.max_minutes:g} min at {pace_s or 0:.3f} s a step plans "
+                f"{self.state.planned_steps} steps (evaluations come on top)",
+                file=sys.stderr,
+            )
+
+    def after_evaluation(self, bad_evals: int) -> str | None:
+        """'no improvement' once `train.patience` evaluations in a row have not improved (rank 0 decides)."""
+        patience = self.tc.patience
+        stop = self.world.is_main and patience is not None and bad_evals >= patience
+        return "no improvement" if distributed.any_rank(self.world, stop, self.device) else None
+
+    def message(self, reason: str) -> str:
+        if reason == "out of time":
+            minutes = self.tc.max_minutes
+            return f"stopping: the {self.total_steps()} steps planned for train.max_minutes ({minutes:g}) are done"
+        if reason == "no improvement":
+            return f"stopping early: no improvement in {self.tc.patience} evaluations"
+        return f"stopping: train.max_steps ({self.tc.max_steps}) reached"

@@ -1,0 +1,346 @@
+"""Training: `train(cfg)` opens the run, builds the task, model and optimizer, runs the `Trainer`
+loop (for each step: train, maybe log, maybe evaluate and save, ask the stop policy) and lets go
+of everything in one order however it ends. Under `torchrun --nproc_per_node=N -m mt.train` each
+process trains on its share of every batch list with DistributedDataParallel; rank 0 alone logs,
+evaluates and writes the run directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from mt.checkpoint import BEST, LAST, save_checkpoint
+from mt.config import Config
+from mt.hardware import autocast, inference_precision, pick_device, uses_bf16
+from mt.model import build_model
+from mt.training import distributed
+from mt.training.averaging import average_into_best, keep_last_snapshots, snapshot_path
+from mt.training.board import Board
+from mt.training.lm_task import LanguageModelTask
+from mt.training.optim import lr_at, make_optimizer
+from mt.training.report import report
+from mt.training.run_dir import RunLock, RunState, open_run
+from mt.training.stopping import StopFlag, StopPolicy, expected_last_step
+from mt.training.task import Task
+
+
+def build_task(
+    cfg: Config, run_dir: Path, device: torch.device, reuse_tokenizer: bool, world: distributed.World
+) -> Task:
+    if cfg.model.arch == "transformer":
+        from mt.training.translation_task import TranslationTask  # imports `datasets`, slow to load
+
+        return TranslationTask(cfg, run_dir, device, reuse_tokenizer, world)
+    return LanguageModelTask(cfg, run_dir, device, reuse_tokenizer, world)
+
+
+def train(cfg: Config, resume: bool = False) -> dict:
+    """Train as `cfg` says; return the last evaluation's metrics.
+
+    A training process lets go of what it holds in one place and one order, whichever way it ends
+    (the step limit, the budget, patience, Ctrl-C, a user error, an exception): the trainer closes
+    its data threads and then its writers, then the process group is destroyed, then the run lock
+    is released, so that no second training can start in the directory before this one is done."""
+    world, device = distributed.init(pick_device(cfg.train.device))
+    lock = RunLock(cfg.run_dir)
+    try:
+        distributed.main_first(world, device, lock.acquire)
+        trainer, interrupted = _train(cfg, resume, world, device)
+        distributed.shutdown(world, wait_for_all=True)
+        if world.is_main:  # rank 0 alone, no collectives left: averaging and the report
+            _conclude(trainer, interrupted)
+    finally:
+        distributed.shutdown(world, wait_for_all=False)  # on an error path; done already otherwise
+        lock.release()
+    if interrupted:
+        raise SystemExit(130)
+    return trainer.metrics
+
+
+def step_seed(seed: int, rank: int, step: int) -> int:
+    """The seed of one step's dropout masks on one rank. Reseeding every step (microseconds) makes
+    the masks a function of (seed, rank, step): a resumed run, on any number of processes, draws
+    what an uninterrupted one would, with no generator state to save or gather from the ranks."""
+    return ((seed * 1_000_003 + rank) * 1_000_033 + step) % 2**63
+
+
+class Pace:
+    """Wall seconds per step in this process (evaluations and logging included), counted from the
+    end of its first step, which also allocates and warms up."""
+
+    def __init__(self):
+        self.steps, self.since = -1, 0.0
+
+    def step_done(self) -> None:
+        self.steps += 1
+        if self.steps == 0:
+            self.since = time.monotonic()
+
+    def seconds_per_step(self) -> float | None:
+        return (time.monotonic() - self.since) / self.steps if self.steps > 0 else None
+
+
+class Meter:
+    """Tokens and training losses since the last reset: tokens/s and the mean loss. The losses stay
+    on the device, so reading them (a sync) happens only when asked."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.reset()
+
+    def reset(self) -> None:
+        self.tokens, self.losses, self.started = 0, 0, time.monotonic()
+        self.loss_sum = torch.zeros((), device=self.device)
+
+    def add(self, loss: torch.Tensor, tokens: int) -> None:
+        self.loss_sum, self.losses, self.tokens = self.loss_sum + loss, self.losses + 1, self.tokens + tokens
+
+    def tokens_per_s(self) -> float:
+        return self.tokens / max(time.monotonic() - self.started, 1e-9)
+
+    def mean_loss(self) -> float:
+        return self.loss_sum.item() / max(self.losses, 1)
+
+
+def _build_run(cfg: Config, world: distributed.World, device: torch.device, resume: bool, ckpt: dict | None):
+    """Task, model, optimizer and run state, restored from `ckpt` when resuming."""
+    torch.manual_seed(cfg.seed)
+    # Rank 0 trains the tokenizer and fills the encoding cache; the others then reuse both.
+    task = distributed.main_first(world, device, lambda: build_task(cfg, cfg.run_dir, device, resume, world))
+    task = task or build_task(cfg, cfg.run_dir, device, True, world)
+    model = build_model(cfg, task.vocab_size).to(device)  # the same start on every rank (DDP broadcasts it too)
+    optimizer = make_optimizer(model, cfg.train)
+    if not ckpt:
+        return task, model, optimizer, RunState()
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    task.load_state_dict(ckpt["task"])
+    state = RunState(ckpt["step"], ckpt["elapsed_s"], ckpt["best"], ckpt["bad_evals"], ckpt.get("planned_steps"))
+    return task, model, optimizer, state
+
+
+def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.device) -> tuple[Trainer, bool]:
+    """Open the run, build, train. Returns the trainer (its model, task and state) and whether
+    Ctrl-C stopped it."""
+    ckpt = open_run(cfg, resume, world)
+    task, model, optimizer, state = _build_run(cfg, world, device, resume, ckpt)
+    trainer = Trainer(cfg, world, device, task, model, optimizer, state)
+    return trainer, trainer.run()
+
+
+def _conclude(trainer: Trainer, interrupted: bool) -> None:
+    """Rank 0, once training is over: average the last snapshots, say where the run ended, report."""
+    cfg, state, task = trainer.cfg, trainer.state, trainer.task
+    if not interrupted and cfg.train.average_last >= 2:
+        average_into_best(trainer.model, task, trainer.eval_precision, cfg, state, cfg.run_dir / "metrics.jsonl")
+    if state.best is not None:
+        print(
+            f"done: step {state.step}, best {task.best_metric} {state.best:.4f}, run directory {cfg.run_dir}",
+            file=sys.stderr,
+        )
+    if cfg.train.report and (cfg.run_dir / BEST).is_file():
+        report(cfg, cfg.run_dir, trainer.device)
+
+
+class Trainer:
+    """The step loop: for each step train, maybe log, maybe evaluate and save, maybe stop."""
+
+    def __init__(
+        self, cfg: Config, world: distributed.World, device: torch.device, task: Task, model, optimizer, state: RunState
+    ):
+        self.cfg, self.tc, self.world, self.device = cfg, cfg.train, world, device
+        self.task, self.model, self.optimizer, self.state = task, model, optimizer, state
+        # Train through the compiled (and DDP-wrapped) module; save the plain one, so checkpoints
+        # carry no prefixes and load in a single process.
+        self.train_model = torch.compile(model) if self.tc.compile else model
+        if world.size > 1:
+            self.train_model = DistributedDataParallel(
+                self.train_model, device_ids=[device.index] if device.type == "cuda" else None
+            )
+        self.precision = autocast(device, self.tc.precision)
+        self.eval_precision = autocast(
+            device, inference_precision(device) if device.type == "cpu" else self.tc.precision
+        )
+        self.log = print if world.is_main else (lambda *a, **k: None)
+        n_params = sum(p.numel() for p in model.parameters())
+        block = f", recipe's {cfg.device_block} block applied" if cfg.device_block else ""
+        self.log(
+            f"{cfg.name}: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, vocab {task.vocab_size}, on {device}"
+            + (f" x {world.size} processes" if world.size > 1 else "")
+            + f", {'bf16' if uses_bf16(device, self.tc.precision) else 'fp32'}{block}",
+            file=sys.stderr,
+        )
+        self.metrics: dict = {}  # the last evaluation's
+        self.started = time.monotonic()
+
+    def elapsed(self) -> float:
+        return self.state.elapsed_s + time.monotonic() - self.started
+
+    def checkpoint_state(self) -> dict:
+        s = self.state
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "task": self.task.state_dict(),
+            "step": s.step,
+            "elapsed_s": self.elapsed(),
+            "best": s.best,
+            "bad_evals": s.bad_evals,
+            "planned_steps": s.planned_steps,
+            "config": self.cfg.to_dict(),
+        }
+
+    def train_step(self, batches) -> tuple[torch.Tensor, int, torch.Tensor | None]:
+        """One optimizer step over `train.grad_accum` micro-batches; gradients are all-reduced once.
+        Each micro-batch's mean loss weighs by its share of the step's tokens (over all ranks), so
+        the gradient is the mean over every target token whatever the batches' sizes."""
+        tc, world = self.tc, self.world
+        micro_batches = [next(batches) for _ in range(tc.grad_accum)]
+        counts = [self.task.batch_tokens(b) for b in micro_batches]
+        all_tokens = (
+            distributed.total(world, sum(counts), self.device) if tc.grad_accum > 1 else sum(counts) * world.size
+        )
+        loss_total = torch.zeros((), device=self.device)
+        for micro, (batch, n) in enumerate(zip(micro_batches, counts)):
+            last_micro = micro == tc.grad_accum - 1
+            sync = self.train_model.no_sync() if world.size > 1 and not last_micro else contextlib.nullcontext()
+            with sync:
+                with self.precision:
+                    loss = self.task.loss(self.train_model, batch, tc.label_smoothing)
+                weight = n * world.size / all_tokens if tc.grad_accum > 1 else 1.0  # DDP averages over ranks
+                (loss * weight).backward()
+            loss_total += loss.detach() * (n / sum(counts))
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip) if tc.grad_clip > 0 else None
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss_total, all_tokens, grad_norm
+
+    def evaluate_and_save(self, lr: float, since_eval: Meter, metrics_file) -> tuple[dict, bool]:
+        """Rank 0: validate, keep best/snapshot/last, log a metrics row. Returns (metrics, improved)."""
+        s, tc, run_dir = self.state, self.tc, self.cfg.run_dir
+        tokens_per_s = since_eval.tokens_per_s()
+        self.model.eval()
+        metrics = {
+            "step": s.step,
+            "train_loss": since_eval.mean_loss(),
+            **self.task.evaluate(self.model, self.eval_precision),
+            "lr": lr,
+            "tokens_per_s": round(tokens_per_s, 1),
+            "elapsed_s": round(self.elapsed(), 2),
+        }
+        self.model.train()
+        score = metrics[self.task.best_metric]
+        improved = s.record(score, self.task.higher_is_better)
+        weights = {"model": self.model.state_dict(), "config": self.cfg.to_dict(), "step": s.step}
+        if improved:
+            save_checkpoint(run_dir / BEST, {**weights, **metrics})
+        if tc.average_last >= 2:
+            save_checkpoint(snapshot_path(run_dir, s.step), weights)
+            keep_last_snapshots(run_dir, tc.average_last)
+        metrics_file.write(json.dumps(metrics) + "\n")  # before last.pt: a resume trims what it does not cover
+        metrics_file.flush()
+        save_checkpoint(run_dir / LAST, self.checkpoint_state())
+        return metrics, improved
+
+    def run(self) -> bool:
+        """Train until the stop policy says so; returns whether Ctrl-C stopped it (then last.pt is
+        saved at once: an evaluation could take minutes). On the way out, however it goes, the
+        batch stream is closed first (which stops and joins its prefetch thread), then the writers."""
+        s, tc, world = self.state, self.tc, self.world
+        first_step = s.step
+        since_eval, since_log, pace = Meter(self.device), Meter(self.device), Pace()
+        with contextlib.ExitStack() as closing:  # closes in reverse: batches, then board and metrics file
+            metrics_file = (
+                closing.enter_context(open(self.cfg.run_dir / "metrics.jsonl", "a")) if world.is_main else None
+            )
+            self.board = closing.enter_context(
+                contextlib.closing(Board(self.cfg.run_dir, tc.tensorboard and world.is_main, s.step))
+            )
+            batches = closing.enter_context(contextlib.closing(self.task.train_batches()))
+            flag = closing.enter_context(StopFlag())
+            bar = closing.enter_context(
+                tqdm(
+                    total=tc.max_steps,
+                    initial=s.step,
+                    unit="step",
+                    dynamic_ncols=True,
+                    file=sys.stderr,
+                    disable=not world.is_main,
+                )
+            )
+            policy = StopPolicy(tc, world, self.device, flag, s)
+            self.model.train()
+            reason = None if s.step < policy.total_steps() else "done"
+            while reason is None:
+                lr = lr_at(s.step, tc, policy.total_steps())
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr
+                torch.manual_seed(step_seed(self.cfg.seed, world.rank, s.step))  # dropout: resumable, per rank
+                loss, n_tokens, grad_norm = self.train_step(batches)
+                pace.step_done()
+                s.step += 1
+                since_eval.add(loss, n_tokens)
+                since_log.add(loss, n_tokens)
+                if s.step % tc.log_every == 0:
+                    self._log(bar, lr, loss, grad_norm, since_log, first_step, policy)
+                reason = policy.after_step(s.step, self.elapsed(), pace.seconds_per_step())
+                if reason == "interrupted":
+                    return self._interrupted(bar)
+                if s.step % tc.eval_every == 0 or reason:
+                    if world.is_main:
+                        self.metrics = self._evaluate(bar, lr, since_eval, metrics_file)
+                    reason = policy.after_evaluation(s.bad_evals) or reason
+                    since_eval.reset()
+                    since_log.reset()  # evaluation time is not training time
+            bar.close()
+            self.log(policy.message(reason), file=sys.stderr)
+        return False
+
+    def _log(self, bar, lr: float, loss, grad_norm, since_log: Meter, first_step: int, policy: StopPolicy) -> None:
+        s = self.state
+        self.board.scalars(
+            "train",
+            {
+                "loss": loss.item(),
+                "lr": lr,
+                "tokens_per_s": since_log.tokens_per_s(),
+                **({"grad_norm": grad_norm.item()} if grad_norm is not None else {}),
+            },
+            s.step,
+        )
+        bar.set_postfix(
+            loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{since_log.tokens_per_s():,.0f}", refresh=False
+        )
+        if s.planned_steps is not None or policy.budget_s == float("inf"):
+            bar.total = policy.total_steps()
+        else:  # before the plan: the pace so far says where the budget will end
+            left = policy.seconds_left(self.elapsed())
+            bar.total = expected_last_step(s.step, first_step, time.monotonic() - self.started, left, self.tc.max_steps)
+        bar.update(s.step - bar.n)
+        since_log.reset()
+
+    def _evaluate(self, bar, lr: float, since_eval: Meter, metrics_file) -> dict:
+        metrics, improved = self.evaluate_and_save(lr, since_eval, metrics_file)
+        self.board.scalars("valid", {k: v for k, v in metrics.items() if k.startswith("val_")}, self.state.step)
+        shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.startswith(("train_", "val_")))
+        bar.write(f"step {self.state.step}: {shown}{'  (best)' if improved else ''}", file=sys.stderr)
+        bar.update(self.state.step - bar.n)
+        return metrics
+
+    def _interrupted(self, bar) -> bool:
+        if self.world.is_main:
+            save_checkpoint(self.cfg.run_dir / LAST, self.checkpoint_state())
+        bar.close()
+        self.log(
+            f"interrupted at step {self.state.step}; saved {self.cfg.run_dir / LAST}; continue with --resume",
+            file=sys.stderr,
+        )
+        return True
