@@ -8,12 +8,13 @@ to loopback unless --host says otherwise; Ctrl-C or SIGTERM finishes the request
 """
 
 import argparse
+import dataclasses
 
 from mt import __version__
 from mt.errors import UserError, cli_entry, require_extra
 from mt.flags import add_model_args
 from mt.serving.app import create_app
-from mt.serving.requests import Limits
+from mt.serving.requests import FLAGS, Limits
 
 
 def parse_args(argv):
@@ -24,8 +25,16 @@ def parse_args(argv):
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long a request waits for others to batch with")
     p.add_argument("--max-batch-tokens", type=int, default=4096, help="source tokens gathered into one batch at most")
-    p.add_argument("--max-sentences", type=int, default=Limits.max_sentences, help="sentences per request at most")
-    p.add_argument("--max-chars", type=int, default=Limits.max_chars, help="characters per sentence at most")
+    helps = {
+        "max_sentences": "sentences per request at most",
+        "max_chars": "characters per sentence at most",
+        "max_body_bytes": "bytes of a request body at most",
+        "max_depth": "nesting of a JSON body at most",
+        "max_beam": "beam size (and n-best) a request may ask for at most",
+        "max_output_len": "max_len a request may ask for at most",
+    }
+    for field, flag in FLAGS.items():
+        p.add_argument(flag, type=int, default=getattr(Limits, field), help=helps[field])
     p.add_argument("--timeout", type=float, default=Limits.timeout_s, help="seconds a request may take")
     add_model_args(p)
     return p.parse_args(argv)
@@ -35,13 +44,10 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     uvicorn = require_extra("uvicorn", "serve", "the server")
-    if (
-        min(args.max_sentences, args.max_chars, args.max_batch_tokens) <= 0
-        or args.timeout <= 0
-        or args.batch_wait_ms < 0
-    ):
-        raise UserError("--max-sentences, --max-chars, --max-batch-tokens and --timeout must be positive")
-    app = create_app(args, Limits(args.max_sentences, args.max_chars, args.timeout))
+    limits = Limits(timeout_s=args.timeout, **{field: getattr(args, field) for field in FLAGS})
+    if min(*dataclasses.astuple(limits), args.max_batch_tokens) <= 0 or args.batch_wait_ms < 0:
+        raise UserError(f"{', '.join(FLAGS.values())}, --max-batch-tokens and --timeout must be positive")
+    app = create_app(args, limits)
     print(f"mt {__version__}: serving on http://{args.host}:{args.port} (Ctrl-C to stop)", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=30)
 

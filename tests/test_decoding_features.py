@@ -153,3 +153,37 @@ def test_a_checkpoint_that_does_not_fit_its_tokenizer_is_a_one_line_error(run_di
     SentencePieceTokenizer.train(["un deux trois quatre cinq six sept"] * 50, vocab_size=20).save(other)
     result = cli("mt.translate", "--model", str(other), "le chat")
     assert result.returncode == 2 and "does not fit" in result.stderr and result.stderr.count("\n") == 1
+
+
+@pytest.fixture(scope="module")
+def translator(run_dir):
+    return Translator.load(run_dir)
+
+
+def test_the_python_api_takes_any_string_and_refuses_bad_options_in_one_line(translator):
+    """Property test: any Python string (lone surrogates, NUL, control characters included)
+    translates to one string; a non-finite or out-of-range option is a UserError, nothing worse."""
+    hypothesis = pytest.importorskip("hypothesis", reason="the dev extra is not installed")
+    st = hypothesis.strategies
+
+    @hypothesis.settings(max_examples=40, deadline=None)
+    @hypothesis.given(st.lists(st.text(alphabet=st.characters(), max_size=30), min_size=1, max_size=4))
+    def any_text(sentences):
+        out = translator.translate(sentences, beam=1, max_len=8)
+        assert len(out) == len(sentences) and all(isinstance(t, str) for t in out)
+
+    @hypothesis.settings(max_examples=40, deadline=None)
+    @hypothesis.given(
+        st.sampled_from(["length_penalty", "temperature", "top_p", "beam", "seed"]),
+        st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(2**70), 2**70)),
+    )
+    def any_option(name, value):
+        try:
+            out = translator.translate(["le chat noir"], **{name: value, "max_len": 8})
+        except UserError as e:
+            assert "\n" not in str(e)
+        else:
+            assert isinstance(out[0], str)
+
+    any_text()
+    any_option()

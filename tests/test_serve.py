@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from conftest import cli
@@ -161,3 +162,38 @@ def test_bad_server_flags_are_a_one_line_error():
         [sys.executable, "-m", "mt.serve", "--max-chars", "0"], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 2 and "must be positive" in result.stderr
+
+
+def test_hostile_requests_get_4xx_never_5xx_and_the_server_stays_well(run_dir):
+    """A seeded fuzz of a few hundred requests from 4 clients (bench/fuzz_server.py runs it long)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from fuzz_server import failures, fuzz
+
+    proc, url = start_server(run_dir)
+    try:
+        counts = fuzz(url, n=300, clients=4, seed=1, deadline_s=240)
+        assert failures(counts) == 0, counts
+        assert sum(v for k, v in counts.items() if k.startswith("4")) > 100, counts  # it did send bad requests
+        assert httpx.get(f"{url}/health", timeout=5).json() == {"status": "ready"}
+        limits = httpx.get(f"{url}/info", timeout=5).json()["limits"]
+        assert limits["max_beam"] == 16 and limits["max_depth"] == 16
+    finally:
+        stop(proc)  # and no traceback in the log
+
+
+@pytest.mark.parametrize(
+    "raw, status, words",
+    [
+        (b"[" * 5000, 422, "--max-depth"),
+        (json.dumps({"text": "a", "beam": 10**9}).encode(), 422, "--max-beam"),
+        (json.dumps({"text": "a", "max_len": 10**6}).encode(), 422, "--max-output-len"),
+        (b'{"text": "a", "length_penalty": NaN}', 422, "finite"),
+        (b'{"text": "\\ud800 chat"}', 200, None),
+        (b'{"text": "x' + b"y" * (2 << 20) + b'"}', 413, "--max-body-bytes"),
+    ],
+)
+def test_each_refusal_names_its_limit(server, raw, status, words):
+    r = httpx.post(f"{server}/translate", content=raw, headers={"content-type": "application/json"}, timeout=30)
+    assert r.status_code == status, r.text
+    if words:
+        assert words in r.json()["error"]

@@ -1,6 +1,11 @@
 """Tokenizers with one interface (encode, decode, vocab_size, save/load, fixed special ids), and
 their training for either task, SentencePiece models cached by the content they learned from.
 
+Every tokenizer encodes `clean(text)`: lone surrogates (a str can hold them, UTF-8 cannot, and
+SentencePiece refuses them) become U+FFFD, and control characters other than tab, newline and
+carriage return (NUL among them) become spaces. So the commands, the Python API and the server
+take any Python string.
+
 Special ids are the same for every tokenizer: <pad> 0, <unk> 1, <START> 2, <END> 3. The character
 tokenizer numbers its characters from 4, in sorted order.
 """
@@ -10,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -24,6 +30,16 @@ from mt.files import atomic_write
 PAD, UNK, START, END = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<unk>", "<START>", "<END>"]
 META_FILE = "tokenizer.json"
+_UNSAFE = re.compile("[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def clean(text: str) -> str:
+    """`text` as every tokenizer takes it (see the module notes); most text comes back as it is."""
+    if not _UNSAFE.search(text):
+        return text
+    return _UNSAFE.sub(lambda m: "\ufffd" if m.group() >= "\ud800" else " ", text)
+
+
 SPM_FILE = "tokenizer.model"
 
 
@@ -52,7 +68,7 @@ class CharTokenizer:
 
     def encode(self, text: str) -> list[int]:
         stoi = self.stoi
-        return [stoi.get(c, UNK) for c in text]
+        return [stoi.get(c, UNK) for c in clean(text)]
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [self.encode(t) for t in texts]
@@ -112,10 +128,10 @@ class SentencePieceTokenizer:
         return self.sp.get_piece_size()
 
     def encode(self, text: str) -> list[int]:
-        return self.sp.encode(text)
+        return self.sp.encode(clean(text))
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return self.sp.encode(texts)
+        return self.sp.encode([clean(t) for t in texts])
 
     def sample_encode_batch(
         self, texts: list[str], alpha: float, rng: np.random.Generator, nbest: int = 16
@@ -127,7 +143,7 @@ class SentencePieceTokenizer:
         if self._piece_scores is None:
             self._piece_scores = np.array([self.sp.get_score(i) for i in range(self.vocab_size)])
         out = []
-        for candidates in self.sp.nbest_encode_as_ids(texts, nbest_size=nbest):
+        for candidates in self.sp.nbest_encode_as_ids([clean(t) for t in texts], nbest_size=nbest):
             if len(candidates) <= 1:
                 out.append(candidates[0] if candidates else [])
                 continue

@@ -7,6 +7,7 @@ request parser (mt/serving/requests.py) follow.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from mt.errors import UserError
@@ -52,15 +53,20 @@ def _check(o: DecodeOptions) -> None:
     for name in ("beam", "n_best", "seed"):
         if not _is_int(getattr(o, name)):
             raise UserError(f"{name} must be an integer, got {getattr(o, name)!r}")
-    for name in ("length_penalty", "temperature"):
-        if not isinstance(getattr(o, name), (int, float)) or isinstance(getattr(o, name), bool):
-            raise UserError(f"{name} must be a number, got {getattr(o, name)!r}")
-    if o.beam < 1:
-        raise UserError(f"beam must be >= 1 (1 is greedy), got {o.beam}")
-    if o.length_penalty < 0:
-        raise UserError(f"length_penalty must be >= 0, got {o.length_penalty}")
-    if o.temperature < 0:
-        raise UserError(f"temperature must be >= 0 (0 is greedy), got {o.temperature}")
+    for name in ("length_penalty", "temperature", "top_p"):
+        value = getattr(o, name)
+        if name == "top_p" and value is None:
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise UserError(f"{name} must be a finite number, got {value!r}")
+    if not 1 <= o.beam <= 256:  # more beams never help, and the caches grow with them
+        raise UserError(f"beam must be >= 1 (1 is greedy) and <= 256, got {o.beam}")
+    if not 0 <= o.length_penalty <= 10:
+        raise UserError(f"length_penalty must be between 0 and 10, got {o.length_penalty}")
+    if not (o.temperature == 0 or 0.01 <= o.temperature <= 100):  # tinier ones overflow the logits
+        raise UserError(f"temperature must be 0 (greedy) or between 0.01 and 100, got {o.temperature}")
+    if not 0 <= o.seed < 2**63:
+        raise UserError(f"seed must be between 0 and 2**63 - 1, got {o.seed}")
     if o.top_k is not None and (not _is_int(o.top_k) or o.top_k < 1):
         raise UserError(f"top_k must be a positive number of tokens, got {o.top_k!r}")
     if o.top_p is not None and (not isinstance(o.top_p, (int, float)) or not 0.0 < o.top_p <= 1.0):

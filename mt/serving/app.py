@@ -5,7 +5,6 @@ GET /info. Requests are checked (mt/serving/requests.py), then batched with othe
 import argparse
 import asyncio
 import dataclasses
-import json
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -16,7 +15,7 @@ from mt.errors import UserError, require_extra
 from mt.flags import open_translator
 from mt.inference.decode_options import FIELDS
 from mt.serving.request_batcher import Batcher
-from mt.serving.requests import Limits, parse_request
+from mt.serving.requests import Limits, decode_body, parse_request
 
 
 def _error(status: int, message: str):
@@ -81,6 +80,7 @@ def create_app(args: argparse.Namespace, limits: Limits = Limits()):
             return _error(503, "loading the model")
         b = app.state.batcher
         return model_info(t, args) | {
+            "limits": dataclasses.asdict(limits),
             "requests_served": b.requests if b else 0,
             "batches_decoded": b.batches if b else 0,
         }
@@ -96,10 +96,9 @@ def create_app(args: argparse.Namespace, limits: Limits = Limits()):
 
 async def answer(state, raw: bytes, limits: Limits):
     """The response to one POST /translate body: translations, or a JSON error with its status."""
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        return _error(422, f"the body is not valid JSON ({e})")
+    body = decode_body(raw, limits)
+    if isinstance(body, tuple):
+        return _error(*body)
     parsed = parse_request(body, limits, state.translator.options)
     if isinstance(parsed[0], int):
         return _error(*parsed)

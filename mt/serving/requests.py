@@ -4,6 +4,8 @@ decoding options, or the HTTP status and the one-line reason it is refused."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 
 from mt.errors import UserError
 from mt.inference.decode_options import FIELDS, DecodeOptions
@@ -11,9 +13,49 @@ from mt.inference.decode_options import FIELDS, DecodeOptions
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
+    """The server's ceilings, each a flag of `mt.serve` and shown by GET /info."""
+
     max_sentences: int = 64  # per request
     max_chars: int = 2000  # per sentence
     timeout_s: float = 60.0  # per request, from arrival to answer
+    max_body_bytes: int = 1 << 20  # before any JSON is decoded
+    max_depth: int = 16  # nesting of JSON arrays and objects; the documented body needs 2
+    max_beam: int = 16  # beam (and so n_best): the cache and the search grow with it
+    max_output_len: int = 512  # max_len, the most tokens asked for per output
+
+
+FLAGS = {
+    "max_sentences": "--max-sentences",
+    "max_chars": "--max-chars",
+    "max_body_bytes": "--max-body-bytes",
+    "max_depth": "--max-depth",
+    "max_beam": "--max-beam",
+    "max_output_len": "--max-output-len",
+}
+_STRING = re.compile(rb'"(?:\\.|[^"\\])*"')
+_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def nesting(raw: bytes) -> int:
+    """How deeply JSON arrays and objects nest in `raw`, strings skipped: read before decoding, so a
+    body of ten thousand brackets never reaches the (recursive) decoder."""
+    depth = deepest = 0
+    for m in _BRACKET.finditer(_STRING.sub(b"", raw)):
+        depth += 1 if m.group() in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def decode_body(raw: bytes, limits: Limits):
+    """The JSON body, or (status, message) when it is too large, too deep or not JSON."""
+    if len(raw) > limits.max_body_bytes:
+        return 413, f"the body has {len(raw):,} bytes; the limit is {limits.max_body_bytes:,} (--max-body-bytes)"
+    if nesting(raw) > limits.max_depth:
+        return 422, f"the body nests deeper than {limits.max_depth} levels (--max-depth)"
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        return 422, f"the body is not valid JSON ({str(e)[:200]})"
 
 
 def from_mapping(values: dict, defaults: DecodeOptions) -> DecodeOptions:
@@ -39,6 +81,15 @@ def parse_request(body, limits: Limits, defaults) -> tuple:
     for i, s in enumerate(sentences):
         if len(s) > limits.max_chars:
             return 413, f"sentence {i} has {len(s)} characters; the limit is {limits.max_chars} (--max-chars)"
+    ceilings = {
+        "beam": (limits.max_beam, "--max-beam"),
+        "n_best": (limits.max_beam, "--max-beam"),
+        "max_len": (limits.max_output_len, "--max-output-len"),
+    }
+    for name, (ceiling, flag) in ceilings.items():
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > ceiling:
+            return 422, f"{name} {value} is over the server's ceiling of {ceiling} ({flag})"
     try:
         options = from_mapping({k: v for k, v in body.items() if k != "text"}, defaults)
     except (UserError, TypeError) as e:

@@ -1,0 +1,96 @@
+"""Hostile and careless requests against a running `mt.serve`, from a seeded generator: garbage
+bytes, deep JSON, wrong types, out-of-range and non-finite options, odd Unicode, many sentences.
+Counts answers by status; a 5xx, a dropped connection or an answer that is not JSON is a failure.
+
+    python -m mt.serve --model runs/fr_en &
+    python bench/fuzz_server.py --url http://127.0.0.1:8000 --requests 10000 --clients 8
+
+Loopback only; bounded in count and time. Exits 1 on any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import threading
+import time
+from collections import Counter
+
+ODD = ["\ud800", "\udfff", "\x00", "\x1b[31m", "\u202e", "\ufeff", "é" * 50, "🙂" * 10, "\r\n", "\t", "", " "]
+OPTIONS = ["beam", "n_best", "max_len", "top_k", "top_p", "temperature", "length_penalty", "seed", "bogus"]
+VALUES = [0, 1, 2, 5, -1, 10**9, 2**63, 1.5, float("nan"), float("inf"), -float("inf"), None, True, "5", [], {}]
+
+
+def body(rng: random.Random) -> bytes:
+    """One request body: mostly JSON of the right shape with something wrong in it."""
+    kind = rng.randrange(8)
+    if kind == 0:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))
+    if kind == 1:
+        depth = rng.choice([10, 100, 5000])
+        return (b"[" * depth) + (b"]" * depth if rng.random() < 0.5 else b"")
+    text = "".join(rng.choice(ODD + ["le chat noir ", "la femme "]) for _ in range(rng.randrange(1, 6)))
+    doc: dict = {"text": text if rng.random() < 0.5 else [text] * rng.choice([1, 3, 200])}
+    if kind == 2:
+        doc["text"] = rng.choice(VALUES)
+    for _ in range(rng.randrange(0, 3)):
+        doc[rng.choice(OPTIONS)] = rng.choice(VALUES)
+    if kind == 3:
+        doc = rng.choice([[doc], "text", 7, None])
+    return json.dumps(doc).encode("utf-8", "surrogatepass")
+
+
+def fuzz(url: str, n: int, clients: int, seed: int, deadline_s: float) -> Counter:
+    import httpx
+
+    counts: Counter = Counter()
+    lock, stop_at = threading.Lock(), time.monotonic() + deadline_s
+
+    def client(k: int) -> None:
+        rng = random.Random(seed * 1000 + k)
+        with httpx.Client(timeout=60) as http:
+            for _ in range(k, n, clients):
+                if time.monotonic() > stop_at:
+                    return
+                try:
+                    r = http.post(f"{url}/translate", content=body(rng), headers={"content-type": "application/json"})
+                    json.loads(r.content)
+                    outcome = str(r.status_code)
+                except httpx.TransportError:
+                    outcome = "dropped"
+                except ValueError:
+                    outcome = "not JSON"
+                with lock:
+                    counts[outcome] += 1
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return counts
+
+
+def failures(counts: Counter) -> int:
+    return sum(v for k, v in counts.items() if not k.isdigit() or int(k) >= 500)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--url", default="http://127.0.0.1:8000")
+    p.add_argument("--requests", type=int, default=10_000)
+    p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--minutes", type=float, default=30, help="stop sending after this long")
+    args = p.parse_args(argv)
+    if not args.url.startswith(("http://127.", "http://localhost", "http://[::1]")):
+        raise SystemExit("loopback only: the fuzzer sends to a server on this machine")
+    counts = fuzz(args.url, args.requests, args.clients, args.seed, args.minutes * 60)
+    print(" ".join(f"{k}: {v}" for k, v in sorted(counts.items())), f"({sum(counts.values())} requests)")
+    return 1 if failures(counts) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
