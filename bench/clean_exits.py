@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kill_resume import REPO, kill_tree, start, task_args  # noqa: E402
+from kill_resume import REPO, kill_tree, output, start, task_args  # noqa: E402
 
 THREADS_PROBE = """
 import gc, os, torch, torch.distributed as td
@@ -51,7 +51,8 @@ def one_run(args: list[str], out: Path, env: dict, rng: random.Random, kill_afte
             kill_tree(proc.pid)
             proc.wait()
     proc = start(args, out, env, processes=2)
-    _, stderr = proc.communicate()
+    proc.wait()
+    stderr = output(proc)
     return proc.returncode == 0 and "terminate called" not in stderr, stderr
 
 

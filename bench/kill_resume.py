@@ -114,15 +114,24 @@ def start(args: list[str], out: Path, env: dict, processes: int = 1) -> subproce
     """mt.train, or torchrun with `processes` workers, in a session of its own (so a kill reaches them all)."""
     resume = ["--resume"] if (out / "last.pt").is_file() else []
     launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"] if processes > 1 else []
-    return subprocess.Popen(
+    log = tempfile.TemporaryFile("w+")  # not a pipe: nobody reads it while the run goes, and a full pipe would block it
+    proc = subprocess.Popen(
         [sys.executable, *launcher, "-m", "mt.train", *args, f"out_dir={out}", *resume],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,
         text=True,
         start_new_session=True,
     )
+    proc.log = log
+    return proc
+
+
+def output(proc: subprocess.Popen) -> str:
+    """What a finished run from `start` printed to stderr."""
+    proc.log.seek(0)
+    return proc.log.read()
 
 
 def run_killed(
@@ -141,12 +150,12 @@ def run_killed(
             landed += 1
             continue
         if proc.returncode != 0:
-            raise SystemExit(f"a run between kills failed:\n{proc.stderr.read()[-2000:]}")
+            raise SystemExit(f"a run between kills failed:\n{output(proc)[-2000:]}")
         if not (out / "last.pt").is_file() or finished(out / "last.pt", args):
             break
     proc = start(args, out, env, processes)
     if proc.wait() != 0:
-        raise SystemExit(f"the final resume failed:\n{proc.stderr.read()[-2000:]}")
+        raise SystemExit(f"the final resume failed:\n{output(proc)[-2000:]}")
     return landed
 
 
@@ -207,7 +216,7 @@ def main(argv=None) -> int:
         began = time.monotonic()
         straight = start(train_args, folder / "straight", env, args.processes)
         if straight.wait() != 0:
-            raise SystemExit(f"the uninterrupted run failed:\n{straight.stderr.read()[-2000:]}")
+            raise SystemExit(f"the uninterrupted run failed:\n{output(straight)[-2000:]}")
         if not args.budget:
             longest = time.monotonic() - began
             landed = run_killed(train_args, folder / "killed", args.kills, longest, env, rng, args.processes)
