@@ -4,6 +4,7 @@ final weights, optimizer state, data position and metrics equal an uninterrupted
     python bench/kill_resume.py --task lm --kills 20
     python bench/kill_resume.py --task translation --kills 20
     python bench/kill_resume.py --task sampling --kills 20      # translation with subword sampling
+    python bench/kill_resume.py --task finetune --kills 20      # translation from another run (train.init_from)
     python bench/kill_resume.py --task lm --processes 2         # two torchrun processes (gloo), killed together
     python bench/kill_resume.py --task lm --budget 0.1          # under a time budget, which becomes a step plan
 
@@ -85,6 +86,15 @@ def task_args(task: str, folder: Path) -> list[str]:
         "train.max_steps=100",
         "train.eval_every=4",
     ]
+
+
+def fine_tuning(train_args: list[str], base: Path, env: dict) -> list[str]:
+    """Train a short base run, then return arguments that fine-tune it on the same recipe."""
+    short = [a for a in train_args if not a.startswith("train.max_steps=")] + ["train.max_steps=20"]
+    proc = start(short, base, env)
+    if proc.wait() != 0:
+        raise SystemExit(f"the base run failed:\n{output(proc)[-2000:]}")
+    return [*train_args, f"train.init_from={base}", "train.lr=5e-4"]
 
 
 def kill_tree(pid: int) -> None:
@@ -191,7 +201,7 @@ def differences(a: Path, b: Path) -> list[str]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--task", choices=["lm", "translation", "sampling"], default="lm")
+    p.add_argument("--task", choices=["lm", "translation", "sampling", "finetune"], default="lm")
     p.add_argument("--kills", type=int, default=20)
     p.add_argument("--seed", type=int, default=0, help="where the kills land")
     p.add_argument("--processes", type=int, default=1, help="train with torchrun and this many gloo processes")
@@ -204,6 +214,8 @@ def main(argv=None) -> int:
         folder = Path(tmp)
         env["MT_DATA_DIR"] = str(folder / "data")
         train_args = task_args(args.task, folder)
+        if args.task == "finetune":
+            train_args = fine_tuning(train_args, folder / "base", env)
         rng = random.Random(args.seed)
         if args.budget:  # killed first: the straight run then gets the plan the budget became, as steps
             budgeted = [a for a in train_args if not a.startswith(("train.max_minutes=", "train.max_steps="))]

@@ -17,6 +17,14 @@ from mt.files import atomic_write
 LAST, BEST = "last.pt", "best.pt"
 
 
+def fit_weights(model: torch.nn.Module, state: dict, path: Path, problem: str) -> None:
+    """Load a checkpoint's weights into `model`, or say in one line that `problem` (what does not fit)."""
+    try:
+        model.load_state_dict(state["model"])
+    except (RuntimeError, KeyError) as e:
+        raise UserError(f"{path} {problem} ({str(e).splitlines()[-1].strip()[:160]})") from None
+
+
 def save_checkpoint(path: Path, state: dict) -> None:
     atomic_write(path, lambda tmp: torch.save(state, tmp))
 

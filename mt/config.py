@@ -47,7 +47,9 @@ class DataConfig:
 
 @dataclass
 class TokenizerConfig:
-    kind: Literal["char", "sentencepiece"] = "char"
+    kind: Literal["char", "sentencepiece", "marian"] = (
+        "char"  # marian: imported with a model (mt.import), never trained
+    )
     vocab_size: int = 8000
     model_type: Literal["unigram", "bpe"] = "unigram"
     sampling_alpha: float = 0.0  # > 0: subword regularization while training (unigram only)
@@ -65,8 +67,14 @@ class ModelConfig:
     d_ff: int | None = None  # default 4 * d_model
     dropout: float = 0.0
     bias: bool = True
-    positions: Literal["learned", "sinusoidal"] = "learned"
+    positions: Literal["learned", "sinusoidal", "marian"] = "learned"  # marian: sinusoids, all sines then all cosines
     tie_output: bool = True  # output projection shares the embedding matrix
+    activation: Literal["gelu", "relu", "swish"] = "gelu"  # of the feed-forward layers
+    # The encoder-decoder only:
+    norm: Literal["pre", "post"] = "pre"  # LayerNorm before each sublayer, or after the residual sum (Marian)
+    scale_embeddings: bool = True  # token embeddings times sqrt(d_model)
+    logits_bias: bool = False  # a bias on the output logits (Marian's final_logits_bias)
+    max_positions: int | None = None  # position table size; default data.max_len + 1
 
 
 @dataclass
@@ -75,6 +83,7 @@ class TrainConfig:
     grad_accum: int = 1  # micro-batches whose gradients make one optimizer step
     max_steps: int = 5000
     max_minutes: float | None = None  # wall-clock budget; stop, evaluate, checkpoint when spent
+    init_from: str | None = None  # fine-tune: start from this run directory's (or checkpoint's) weights and tokenizer
     lr: float = 1e-3
     min_lr: float | None = None  # cosine floor; default lr / 10
     schedule: Literal["cosine", "inverse_sqrt"] = "cosine"
@@ -245,8 +254,29 @@ def _check(cfg: Config, source: str) -> None:
         raise UserError(f"{source}: train.lr must be positive and train.warmup_steps non-negative")
     if m.arch in ("gpt", "bigram") and not d.corpus:
         raise UserError(f"{source}: model.arch '{m.arch}' needs data.corpus (e.g. data.corpus: tinyshakespeare)")
-    if m.arch == "transformer" and not (d.train and d.valid):
+    _check_shape(cfg, source)
+
+
+def _check_trainable(cfg: Config, source: str) -> None:
+    """What a recipe needs to train (a saved run's config may lack it: an imported model has no data)."""
+    if cfg.model.arch == "transformer" and not (cfg.data.train and cfg.data.valid):
         raise UserError(f"{source}: model.arch 'transformer' needs data.train and data.valid corpora")
+
+
+def _check_shape(cfg: Config, source: str) -> None:
+    """The options only the encoder-decoder has, and its positions against the sentence length."""
+    m, defaults = cfg.model, ModelConfig()
+    if m.arch != "transformer":
+        for key in ("norm", "scale_embeddings", "logits_bias", "max_positions"):
+            if getattr(m, key) != getattr(defaults, key):
+                raise UserError(f"{source}: model.{key} applies to model.arch 'transformer' only")
+        if m.positions == "marian" or cfg.tokenizer.kind == "marian":
+            raise UserError(f"{source}: Marian positions and tokenizers belong to model.arch 'transformer'")
+    elif m.max_positions is not None and m.max_positions < cfg.data.max_len + 1:
+        raise UserError(
+            f"{source}: data.max_len ({cfg.data.max_len}) needs {cfg.data.max_len + 1} positions but the model "
+            f"has model.max_positions {m.max_positions}; lower data.max_len"
+        )
 
 
 def _read_recipe(path: Path) -> dict:
@@ -302,8 +332,56 @@ def load_config(path: str | Path, overrides: list[str] = (), device: str | None 
     raw["device_block"] = chosen if chosen in blocks else None
     source = str(path) + (" (with overrides)" if overrides else "")
     cfg = _section(Config, raw, "", source)
+    if cfg.train.init_from:
+        _inherit(cfg, raw, source)
     _check(cfg, source)
+    _check_trainable(cfg, source)
     return cfg
+
+
+# Keys a fine-tuning recipe may set in the sections it takes from train.init_from: they regularise
+# training and leave the weights' shape and the tokenizer alone.
+FREE_UNDER_INIT = {"model.dropout", "tokenizer.sampling_alpha", "tokenizer.max_pairs"}
+
+
+def init_source(init_from: str, source: str = "train.init_from") -> tuple[Path, Path]:
+    """(run directory, config file) of a train.init_from path: a run directory or a checkpoint in one."""
+    origin = Path(init_from)
+    if not origin.exists():
+        raise UserError(f"{source}: train.init_from: {origin} does not exist (give a run directory or a checkpoint)")
+    run_dir = origin.parent if origin.is_file() else origin
+    saved = run_dir / "config.yaml"
+    if not saved.is_file():
+        raise UserError(
+            f"{source}: train.init_from: {run_dir} holds no config.yaml; is it a run directory made by mt.train "
+            "or mt.import?"
+        )
+    return run_dir, saved
+
+
+def _inherit(cfg: Config, raw: dict, source: str) -> None:
+    """Fine-tuning: the model and tokenizer sections become those of the run train.init_from names;
+    a key the recipe states (in a section, a device block or an override) must agree with it."""
+    run_dir, saved_path = init_source(cfg.train.init_from, source)
+    saved = config_from_dict(yaml.safe_load(saved_path.read_text(encoding="utf-8")), str(saved_path))
+    if saved.model.arch == "transformer" and saved.model.max_positions is None:
+        saved.model.max_positions = saved.data.max_len + 1  # its position table, whatever data.max_len is now
+    if saved.model.arch == "gpt" and cfg.data.block_size != saved.data.block_size:
+        raise UserError(
+            f"{source}: data.block_size is {cfg.data.block_size} here but {saved.data.block_size} in "
+            f"train.init_from {run_dir} (its position table); use {saved.data.block_size}"
+        )
+    for name in ("model", "tokenizer"):
+        mine, theirs = getattr(cfg, name), getattr(saved, name)
+        for key in raw.get(name) or {}:
+            if f"{name}.{key}" in FREE_UNDER_INIT:
+                setattr(theirs, key, getattr(mine, key))
+            elif getattr(mine, key) != getattr(theirs, key):
+                raise UserError(
+                    f"{source}: {name}.{key} is {getattr(mine, key)!r} here but {getattr(theirs, key)!r} in "
+                    f"train.init_from {run_dir}; leave it out (the {name} comes from there)"
+                )
+        setattr(cfg, name, theirs)
 
 
 def config_from_dict(raw: dict, source: str = "config") -> Config:

@@ -1,4 +1,9 @@
-"""Models: one attention module, pre-LayerNorm blocks, GPT, Bigram and the encoder-decoder Transformer.
+"""Models: one attention module, residual blocks, GPT, Bigram and the encoder-decoder Transformer.
+
+mt's own recipes train pre-LayerNorm blocks with GELU and vaswani-interleaved sinusoids. The
+options that imported Marian (OPUS-MT) models need are options of these same modules, not a
+second model: post-LayerNorm blocks, ReLU or swish, Marian's sinusoid layout, a final logits
+bias, unscaled embeddings, an untied output matrix.
 
 Shape letters: B batch, S source length, T target (or text) length, H heads, D model width,
 K head width (D / H), V vocabulary, L keys held by a cache.
@@ -119,49 +124,78 @@ class Attention(nn.Module):
         return self.resid_dropout(self.proj(y))
 
 
+ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu, "swish": F.silu}
+
+
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, d_ff: int, dropout: float, bias: bool):
+    def __init__(self, d_model: int, d_ff: int, dropout: float, bias: bool, activation: str = "gelu"):
         super().__init__()
         self.up = nn.Linear(d_model, d_ff, bias=bias)
         self.down = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
+        self.activation = activation
+        self.act = ACTIVATIONS[activation]
 
     def forward(self, x):
-        return self.dropout(self.down(F.gelu(self.up(x))))
+        return self.dropout(self.down(self.act(self.up(x))))
+
+
+def _residual(x, sublayer, norm: nn.Module, post_norm: bool, **kwargs):
+    """x plus one sublayer, normalised before it (pre-LN, mt's default: stable at high learning
+    rates) or after the sum (post-LN, as Vaswani et al. and Marian)."""
+    if post_norm:
+        return norm(x + sublayer(x, **kwargs))
+    return x + sublayer(norm(x), **kwargs)
 
 
 class Block(nn.Module):
-    """Pre-LayerNorm residual block: self-attention then feed-forward."""
+    """Residual block: self-attention then feed-forward, pre- or post-LayerNorm."""
 
-    def __init__(self, d_model: int, n_head: int, d_ff: int, dropout: float, bias: bool):
+    def __init__(self, d_model, n_head, d_ff, dropout, bias, activation="gelu", post_norm=False):
         super().__init__()
+        self.post_norm = post_norm
         self.ln_attn = nn.LayerNorm(d_model, bias=bias)
         self.attn = Attention(d_model, n_head, dropout, bias)
         self.ln_ff = nn.LayerNorm(d_model, bias=bias)
-        self.ff = FeedForward(d_model, d_ff, dropout, bias)
+        self.ff = FeedForward(d_model, d_ff, dropout, bias, activation)
 
     def forward(self, x, mask=None, causal: bool = False, cache: KVCache | None = None):
-        x = x + self.attn(self.ln_attn(x), mask=mask, causal=causal, cache=cache)
-        return x + self.ff(self.ln_ff(x))
+        x = _residual(x, self.attn, self.ln_attn, self.post_norm, mask=mask, causal=causal, cache=cache)
+        return _residual(x, self.ff, self.ln_ff, self.post_norm)
 
 
 class DecoderBlock(Block):
     """A block with cross-attention to the encoder memory between self-attention and feed-forward."""
 
-    def __init__(self, d_model: int, n_head: int, d_ff: int, dropout: float, bias: bool):
-        super().__init__(d_model, n_head, d_ff, dropout, bias)
+    def __init__(self, d_model, n_head, d_ff, dropout, bias, activation="gelu", post_norm=False):
+        super().__init__(d_model, n_head, d_ff, dropout, bias, activation, post_norm)
         self.ln_cross = nn.LayerNorm(d_model, bias=bias)
         self.cross = Attention(d_model, n_head, dropout, bias)
 
     def forward(self, x, memory, memory_mask, cache: tuple[KVCache, KVCache] | None = None):
         self_cache, cross_cache = cache if cache is not None else (None, None)
-        x = x + self.attn(self.ln_attn(x), causal=True, cache=self_cache)
-        x = x + self.cross(self.ln_cross(x), memory=memory, mask=memory_mask, cache=cross_cache)
-        return x + self.ff(self.ln_ff(x))
+        x = _residual(x, self.attn, self.ln_attn, self.post_norm, causal=True, cache=self_cache)
+        x = _residual(x, self.cross, self.ln_cross, self.post_norm, memory=memory, mask=memory_mask, cache=cross_cache)
+        return _residual(x, self.ff, self.ln_ff, self.post_norm)
+
+
+def _sinusoids(max_len: int, d_model: int, kind: str) -> torch.Tensor:
+    """The (max_len, D) table of `Positions`. Marian's is computed in float64, as its converters
+    do: in float32 the angles at position 500 are off by about 1e-4."""
+    dtype = torch.float64 if kind == "marian" else torch.float32
+    pos = torch.arange(max_len, dtype=dtype).unsqueeze(1)
+    freq = torch.exp(torch.arange(0, d_model, 2, dtype=dtype) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(max_len, d_model, dtype=dtype)
+    half = (d_model + 1) // 2
+    sines, cosines = (table[:, :half], table[:, half:]) if kind == "marian" else (table[:, 0::2], table[:, 1::2])
+    sines[:], cosines[:] = torch.sin(pos * freq), torch.cos(pos * freq)[:, : cosines.size(1)]
+    return table.float()
 
 
 class Positions(nn.Module):
-    """Learned or sinusoidal absolute position embeddings: forward(T, offset) -> (T, D)."""
+    """Absolute position embeddings, forward(T, offset) -> (T, D): learned, or sinusoids at
+    Vaswani et al.'s frequencies laid out interleaved (sin, cos, sin, ...: "sinusoidal") or in
+    halves (every sine, then every cosine: "marian", as Marian and OPUS-MT models have them)."""
 
     def __init__(self, max_len: int, d_model: int, kind: str):
         super().__init__()
@@ -169,11 +203,7 @@ class Positions(nn.Module):
         if kind == "learned":
             self.table = nn.Parameter(torch.zeros(max_len, d_model))
         else:
-            pos = torch.arange(max_len).unsqueeze(1)
-            freq = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
-            table = torch.zeros(max_len, d_model)
-            table[:, 0::2], table[:, 1::2] = torch.sin(pos * freq), torch.cos(pos * freq)
-            self.register_buffer("table", table, persistent=False)
+            self.register_buffer("table", _sinusoids(max_len, d_model, kind), persistent=False)
 
     def forward(self, length: int, offset: int = 0) -> torch.Tensor:
         if offset + length > self.max_len:
@@ -236,7 +266,20 @@ def _init_transformer(model: nn.Module, d_model: int) -> None:
 class GPT(nn.Module):
     """Decoder-only language model: causal self-attention blocks, tied input/output embeddings."""
 
-    def __init__(self, *, vocab_size, block_size, n_layer, n_head, d_model, d_ff, dropout, bias, positions="learned"):
+    def __init__(
+        self,
+        *,
+        vocab_size,
+        block_size,
+        n_layer,
+        n_head,
+        d_model,
+        d_ff,
+        dropout,
+        bias,
+        positions="learned",
+        activation="gelu",
+    ):
         super().__init__()
         self.block_size = block_size
         self.embed = Embedding(
@@ -247,7 +290,7 @@ class GPT(nn.Module):
             dropout,
             scale=math.sqrt(d_model) if positions == "sinusoidal" else 1.0,
         )
-        self.blocks = nn.ModuleList(Block(d_model, n_head, d_ff, dropout, bias) for _ in range(n_layer))
+        self.blocks = nn.ModuleList(Block(d_model, n_head, d_ff, dropout, bias, activation) for _ in range(n_layer))
         self.ln_out = nn.LayerNorm(d_model, bias=bias)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.head.weight = self.embed.tokens.weight
@@ -277,7 +320,8 @@ class Transformer(nn.Module):
     """Encoder-decoder Transformer sharing one vocabulary between source and target.
 
     `encode` runs once per source batch; `decode` runs on the full target (training) or, with a
-    cache from `new_cache`, one step at a time (inference).
+    cache from `new_cache`, one step at a time (inference). Post-LayerNorm models have no final
+    LayerNorm after either stack (ln_enc and ln_dec are then identities).
     """
 
     def __init__(
@@ -294,15 +338,21 @@ class Transformer(nn.Module):
         bias,
         positions="learned",
         tie_output=True,
+        norm="pre",
+        activation="gelu",
+        scale_embeddings=True,
+        logits_bias=False,
     ):
         super().__init__()
         self.max_len, self.n_head = max_len, n_head
-        self.embed = Embedding(vocab_size, max_len, d_model, positions, dropout, scale=math.sqrt(d_model))
-        self.encoder = nn.ModuleList(Block(d_model, n_head, d_ff, dropout, bias) for _ in range(enc_layers))
-        self.ln_enc = nn.LayerNorm(d_model, bias=bias)
-        self.decoder = nn.ModuleList(DecoderBlock(d_model, n_head, d_ff, dropout, bias) for _ in range(dec_layers))
-        self.ln_dec = nn.LayerNorm(d_model, bias=bias)
-        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        scale = math.sqrt(d_model) if scale_embeddings else 1.0
+        self.embed = Embedding(vocab_size, max_len, d_model, positions, dropout, scale=scale)
+        layer = dict(d_ff=d_ff, dropout=dropout, bias=bias, activation=activation, post_norm=norm == "post")
+        self.encoder = nn.ModuleList(Block(d_model, n_head, **layer) for _ in range(enc_layers))
+        self.decoder = nn.ModuleList(DecoderBlock(d_model, n_head, **layer) for _ in range(dec_layers))
+        final_norm = (lambda: nn.Identity()) if norm == "post" else (lambda: nn.LayerNorm(d_model, bias=bias))
+        self.ln_enc, self.ln_dec = final_norm(), final_norm()
+        self.head = nn.Linear(d_model, vocab_size, bias=logits_bias)
         if tie_output:
             self.head.weight = self.embed.tokens.weight
         _init_transformer(self, d_model)
@@ -350,19 +400,28 @@ def build_model(cfg: Config, vocab_size: int) -> nn.Module:
         dropout=m.dropout,
         bias=m.bias,
         positions=m.positions,
+        activation=m.activation,
     )
     if m.arch == "bigram":
         return Bigram(vocab_size=vocab_size, block_size=cfg.data.block_size)
     if m.arch == "gpt":
         return GPT(block_size=cfg.data.block_size, n_layer=m.n_layer, **shared)
-    # +1: the source's <END> and the target's <START> / <END> around at most max_len tokens
     return Transformer(
-        max_len=cfg.data.max_len + 1,
+        max_len=positions(cfg),
         enc_layers=m.enc_layers,
         dec_layers=m.dec_layers,
         tie_output=m.tie_output,
+        norm=m.norm,
+        scale_embeddings=m.scale_embeddings,
+        logits_bias=m.logits_bias,
         **shared,
     )
+
+
+def positions(cfg: Config) -> int:
+    """The encoder-decoder's positions: model.max_positions, or by default data.max_len + 1 (the
+    source's <END> and the target's <START> / <END> around at most max_len tokens)."""
+    return cfg.model.max_positions or cfg.data.max_len + 1
 
 
 class _SmoothedCrossEntropy(torch.autograd.Function):

@@ -57,9 +57,8 @@ def _attention(translator, source: str, hyp, args):
     if not isinstance(translator, Translator):
         raise UserError("--attention and --alignment need --engine mt")
     src_ids = translator.encode([source], warn_truncated=False)[0]
-    piece = translator.tokenizer.sp.id_to_piece
     weights = cross_attention(translator.model, src_ids, hyp.ids, args.layer, args.head)
-    return weights, [piece(i) for i in src_ids], [piece(i) for i in hyp.ids]
+    return weights, translator.pieces(src_ids), translator.pieces(hyp.ids)
 
 
 def format_lines(lines, found, fmt: str, alignments=None) -> str:

@@ -189,7 +189,7 @@ def encode_pairs(
         cache_file = str(cache_dir / f"encoded-{key.hexdigest()[:20]}.arrow")
 
     def encode(batch):
-        src, tgt = tokenizer.encode_batch(batch["src"]), tokenizer.encode_batch(batch["tgt"])
+        src, tgt = tokenizer.encode_batch(batch["src"]), tokenizer.encode_batch(batch["tgt"], "tgt")
         return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(x) for x in src], "tgt_len": [len(x) for x in tgt]}
 
     if progress and not (cache_file and Path(cache_file).is_file()):  # a bar only when there is work to show

@@ -7,7 +7,9 @@ carriage return (NUL among them) become spaces. So the commands, the Python API 
 take any Python string.
 
 Special ids are the same for every tokenizer: <pad> 0, <unk> 1, <START> 2, <END> 3. The character
-tokenizer numbers its characters from 4, in sorted order.
+tokenizer numbers its characters from 4, in sorted order. Encoding takes a `side` ("src" or "tgt"):
+mt's own tokenizers are joint and ignore it; an imported Marian model's has one SentencePiece
+model per language (mt/data/marian_tokenizer.py).
 """
 
 from __future__ import annotations
@@ -66,11 +68,11 @@ class CharTokenizer:
     def unknown_chars(self, text: str) -> list[str]:
         return sorted(set(text) - self.stoi.keys())
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, side: str = "src") -> list[int]:
         stoi = self.stoi
         return [stoi.get(c, UNK) for c in clean(text)]
 
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+    def encode_batch(self, texts: list[str], side: str = "src") -> list[list[int]]:
         return [self.encode(t) for t in texts]
 
     def decode(self, ids: Iterable[int]) -> str:
@@ -127,11 +129,26 @@ class SentencePieceTokenizer:
     def vocab_size(self) -> int:
         return self.sp.get_piece_size()
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, side: str = "src") -> list[int]:
         return self.sp.encode(clean(text))
 
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+    def encode_batch(self, texts: list[str], side: str = "src") -> list[list[int]]:
         return self.sp.encode([clean(t) for t in texts])
+
+    def vocabulary(self) -> list[str]:
+        return [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
+
+    def split(self, texts: list[str], side: str = "src") -> list[list[str]]:
+        return self.sp.encode([clean(t) for t in texts], out_type=str)
+
+    def join(self, pieces: Iterable[str]) -> str:
+        return self.sp.decode_pieces(list(pieces))
+
+    def piece_id(self, piece: str) -> int:
+        return self.sp.piece_to_id(piece)
+
+    def id_to_piece(self, i: int) -> str:
+        return self.sp.id_to_piece(i)
 
     def sample_encode_batch(
         self, texts: list[str], alpha: float, rng: np.random.Generator, nbest: int = 16
@@ -164,7 +181,7 @@ class SentencePieceTokenizer:
         (directory / META_FILE).write_text(json.dumps({"kind": self.kind}))
 
 
-Tokenizer = CharTokenizer | SentencePieceTokenizer
+Tokenizer = CharTokenizer | SentencePieceTokenizer  # or MarianVocabTokenizer, same calls
 
 
 def load_tokenizer(directory: str | Path) -> Tokenizer:
@@ -175,6 +192,10 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
     meta = json.loads(meta_path.read_text())
     if meta["kind"] == "char":
         return CharTokenizer(meta["chars"])
+    if meta["kind"] == "marian":
+        from mt.data.marian_tokenizer import MarianVocabTokenizer
+
+        return MarianVocabTokenizer.load(directory, meta)
     return SentencePieceTokenizer((directory / SPM_FILE).read_bytes())
 
 
@@ -194,6 +215,11 @@ def learn_tokenizer(
     of them, cached in `cache_dir` by `content_key` and the settings, so a second run on the same
     data does not retrain. `source` and `unit` name the data in messages."""
     t = settings
+    if t.kind == "marian":
+        raise UserError(
+            f"tokenizer.kind 'marian' comes with an imported model (python -m mt.import marian); "
+            f"fine-tune one with train.init_from=RUN_DIR instead of training a tokenizer on {source}"
+        )
     if t.kind == "char":
         return CharTokenizer.train(sample(size))
     drawn = f"|{t.max_pairs}|{seed}" if size > t.max_pairs else ""

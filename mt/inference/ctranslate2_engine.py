@@ -1,24 +1,25 @@
 """CTranslate2: export a trained run to a CTranslate2 model directory, and translate with it.
 
-mt's pre-LayerNorm Transformer (fused self-attention QKV, cross-attention split into query and
-key/value rows, GELU feed-forward, sqrt(D)-scaled tied embeddings) maps weight for weight onto
-CTranslate2's TransformerSpec. The export directory also holds the run's tokenizer and config, so
-`python -m mt.translate --engine ctranslate2 --model DIR` needs nothing else. ctranslate2 is an
-optional extra: pip install "mt[ctranslate2]".
+mt's Transformer (fused self-attention QKV, cross-attention split into query and key/value rows,
+pre- or post-LayerNorm, GELU, ReLU or swish, the position table itself, tied or untied output,
+an optional logits bias) maps weight for weight onto CTranslate2's TransformerSpec. The export
+directory also holds the run's tokenizer and config, so `python -m mt.translate --engine
+ctranslate2 --model DIR` needs nothing else. ctranslate2 is an optional extra: pip install
+"mt[ctranslate2]".
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import torch
 
 from mt.config import config_from_dict
-from mt.data.tokenizer import META_FILE, SPECIALS, SPM_FILE, load_tokenizer
+from mt.data.tokenizer import SPECIALS, load_tokenizer
 from mt.errors import UserError, require_extra
 from mt.inference.decode_options import DecodeOptions
+from mt.model import positions
 
 CONFIG_FILE = "mt_config.json"
 
@@ -49,7 +50,7 @@ def _block(target, block) -> None:
     _linear(target.ffn.linear_1, block.ff.down)
 
 
-def _cross(target, block, d: int) -> None:
+def _cross(target, block) -> None:
     _norm(target.layer_norm, block.ln_cross)
     _linear(target.linear[0], block.cross.qkv, *block.cross.projection("q"))
     _linear(target.linear[1], block.cross.qkv, *block.cross.projection("kv"))
@@ -60,24 +61,29 @@ def model_spec(model, vocab: list[str]):
     """The CTranslate2 TransformerSpec holding `model`'s weights."""
     from ctranslate2.specs import common_spec, transformer_spec
 
+    first = model.encoder[0]
+    activation = {"gelu": "GELU", "relu": "RELU", "swish": "SWISH"}[first.ff.activation]
     spec = transformer_spec.TransformerSpec.from_config(
-        (len(model.encoder), len(model.decoder)), model.n_head, pre_norm=True, activation=common_spec.Activation.GELU
+        (len(model.encoder), len(model.decoder)),
+        model.n_head,
+        pre_norm=not first.post_norm,
+        activation=getattr(common_spec.Activation, activation),
     )
-    d = model.ln_enc.weight.numel()
     tokens, positions = _array(model.embed.tokens.weight), _array(model.embed.positions.table)
     for side in (spec.encoder, spec.decoder):
         side.scale_embeddings = model.embed.scale != 1.0  # CTranslate2 scales by sqrt(D), as mt does
         side.position_encodings.encodings = positions  # the table itself: learned or sinusoidal alike
     spec.encoder.embeddings[0].weight = tokens
     spec.decoder.embeddings.weight = tokens
-    _norm(spec.encoder.layer_norm, model.ln_enc)
-    _norm(spec.decoder.layer_norm, model.ln_dec)
-    spec.decoder.projection.weight = _array(model.head.weight)
+    if not first.post_norm:  # post-LayerNorm stacks end without one
+        _norm(spec.encoder.layer_norm, model.ln_enc)
+        _norm(spec.decoder.layer_norm, model.ln_dec)
+    _linear(spec.decoder.projection, model.head)
     for target, block in zip(spec.encoder.layer, model.encoder):
         _block(target, block)
     for target, block in zip(spec.decoder.layer, model.decoder):
         _block(target, block)
-        _cross(target.attention, block, d)
+        _cross(target.attention, block)
     spec.register_source_vocabulary(vocab)
     spec.register_target_vocabulary(vocab)
     spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = SPECIALS[1], SPECIALS[2], SPECIALS[3]
@@ -91,19 +97,17 @@ def export(run_dir: str | Path, out_dir: str | Path, quantization: str | None = 
     from mt.inference.loading import load_run
 
     cfg, tokenizer, model = load_run(run_dir, "cpu")
-    if cfg.model.arch != "transformer" or not hasattr(tokenizer, "sp"):
+    if cfg.model.arch != "transformer" or not hasattr(tokenizer, "vocabulary"):
         raise UserError(f"{run_dir}: only translation models with a SentencePiece tokenizer export to CTranslate2")
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise UserError(f"{out_dir} exists and is not empty; choose a new --out folder")
-    spec = model_spec(model, [tokenizer.sp.id_to_piece(i) for i in range(tokenizer.vocab_size)])
+    spec = model_spec(model, tokenizer.vocabulary())
     spec.validate()
     spec.optimize(quantization=quantization)
     out_dir.mkdir(parents=True, exist_ok=True)
     spec.save(str(out_dir))
-    src = Path(run_dir).parent if Path(run_dir).is_file() else Path(run_dir)
-    for name in (SPM_FILE, META_FILE):
-        shutil.copyfile(src / name, out_dir / name)
+    tokenizer.save(out_dir)
     (out_dir / CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2))
     return out_dir
 
@@ -122,7 +126,7 @@ class CTranslate2Translator:
         self.cfg = config_from_dict(json.loads((model_dir / CONFIG_FILE).read_text()), str(model_dir / CONFIG_FILE))
         self.tokenizer = load_tokenizer(model_dir)
         self.options: DecodeOptions = self.cfg.decode
-        self.max_src_tokens = self.cfg.data.max_len
+        self.max_src_tokens = positions(self.cfg) - 1  # room for the source's <END>
         threads = threads or torch.get_num_threads()
         self.engine = ctranslate2.Translator(
             str(model_dir), device="cuda" if device == "cuda" else "cpu", intra_threads=threads, inter_threads=1
@@ -144,7 +148,7 @@ class CTranslate2Translator:
             import ctranslate2
 
             ctranslate2.set_random_seed(o.seed)
-        pieces = [self.tokenizer.sp.encode(s, out_type=str)[: self.max_src_tokens] for s in sentences]
+        pieces = [p[: self.max_src_tokens] for p in self.tokenizer.split(sentences)]
         todo = [i for i, p in enumerate(pieces) if p]
         found = [[Hypothesis("", 0.0, [])] for _ in sentences]
         results = self.engine.translate_batch(
@@ -155,6 +159,7 @@ class CTranslate2Translator:
             length_penalty=o.length_penalty,
             return_scores=True,
             max_decoding_length=o.max_len or self.cfg.data.max_len,
+            min_decoding_length=0,  # as mt's search: <END> may come first (CTranslate2's default is 1)
             suppress_sequences=[[SPECIALS[0]], [SPECIALS[2]]],
             sampling_topk=(o.top_k or 0) if o.sampling else 1,
             sampling_topp=o.top_p or 1.0,
@@ -162,7 +167,7 @@ class CTranslate2Translator:
         )
         for i, r in zip(todo, results):
             found[i] = [
-                Hypothesis(self.tokenizer.sp.decode_pieces(h), s, [self.tokenizer.sp.piece_to_id(p) for p in h], h)
+                Hypothesis(self.tokenizer.join(h), s, [self.tokenizer.piece_id(p) for p in h], h)
                 for h, s in zip(r.hypotheses, r.scores)
             ]
         return found if hypotheses else [h[0].text for h in found]

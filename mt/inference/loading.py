@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from mt.checkpoint import BEST, LAST, load_checkpoint
+from mt.checkpoint import BEST, LAST, fit_weights, load_checkpoint
 from mt.config import Config, config_from_dict
 from mt.data.tokenizer import Tokenizer, load_tokenizer
 from mt.errors import UserError
@@ -31,13 +31,9 @@ def load_run(run_dir: str | Path, device: torch.device | str = "cpu", missing_hi
     cfg: Config = config_from_dict(state["config"], str(path))
     tokenizer: Tokenizer = load_tokenizer(run_dir)
     model = build_model(cfg, tokenizer.vocab_size)
-    try:
-        model.load_state_dict(state["model"])
-    except (RuntimeError, KeyError) as e:
-        raise UserError(
-            f"{path} does not fit the model its config and {run_dir}'s tokenizer describe "
-            f"({str(e).splitlines()[-1].strip()[:160]}); was a file of the run replaced?"
-        ) from None
+    fit_weights(
+        model, state, path, f"does not fit the model its config and {run_dir}'s tokenizer describe (a file replaced?)"
+    )
     return cfg, tokenizer, model.to(device).eval()
 
 
@@ -52,7 +48,7 @@ def load_models(run_dirs, device: torch.device, quantize: str | None):
             raise UserError(
                 f"{run_dir} holds a {cfg_i.model.arch} language model; use python -m mt.generate --model {run_dir}"
             )
-        if getattr(tokenizer_i, "model_proto", None) != getattr(tokenizer, "model_proto", None):
+        if tokenizer_i.fingerprint() != tokenizer.fingerprint():
             raise UserError(
                 f"{run_dir} has another vocabulary than {run_dirs[0]}; an ensemble needs one shared tokenizer"
             )

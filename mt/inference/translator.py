@@ -108,15 +108,15 @@ class Translator:
         return found if hypotheses else [h[0].text for h in found]
 
     def pieces(self, ids: list[int]) -> list[str]:
-        piece = getattr(self.tokenizer, "sp", None)
-        return [piece.id_to_piece(i) for i in ids] if piece else [self.tokenizer.decode([i]) for i in ids]
+        piece = getattr(self.tokenizer, "id_to_piece", None)  # subword tokenizers
+        return [piece(i) for i in ids] if piece else [self.tokenizer.decode([i]) for i in ids]
 
     def score(self, sources: list[str], targets: list[str], batch_size: int = 64) -> list[tuple[float, int]]:
         """Each target's log-probability given its source under the model(s) (forced decoding), with
         its token count (<END> included): [(total, tokens), ...] in input order."""
         if len(sources) != len(targets):
             raise UserError(f"{len(sources)} sources but {len(targets)} targets")
-        encoded, wanted = self.encode(sources), self.tokenizer.encode_batch(targets)
+        encoded, wanted = self.encode(sources), self.tokenizer.encode_batch(targets, "tgt")
         out = [(0.0, 0)] * len(sources)
         for rows, src in self.batches(encoded, batch_size, skip_empty=False):
             tgt = [wanted[i][: self.max_src_tokens] for i in rows]

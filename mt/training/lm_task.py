@@ -17,6 +17,7 @@ from mt.data import catalog
 from mt.data.tokenizer import Tokenizer, learn_tokenizer, load_tokenizer
 from mt.errors import UserError
 from mt.model import token_loss
+from mt.training import init_from
 from mt.training.distributed import World
 
 TEXT_FILES = {"tinyshakespeare": "input.txt"}
@@ -58,6 +59,8 @@ class LanguageModelTask:
         self.world = world
         if reuse_tokenizer:
             self.tokenizer: Tokenizer = load_tokenizer(run_dir)
+        elif cfg.train.init_from:
+            self.tokenizer = init_from.tokenizer(cfg)
         else:
             lines = [line for line in text.splitlines() if line.strip()]
             sample = (lambda n: [text]) if cfg.tokenizer.kind == "char" else (lambda n: lines[:n])  # noqa: E731

@@ -21,7 +21,7 @@ from mt.checkpoint import BEST, LAST, save_checkpoint
 from mt.config import Config
 from mt.hardware import autocast, inference_precision, pick_device, uses_bf16
 from mt.model import build_model
-from mt.training import distributed
+from mt.training import distributed, init_from
 from mt.training.averaging import average_into_best, keep_last_snapshots, snapshot_path
 from mt.training.board import Board
 from mt.training.lm_task import LanguageModelTask
@@ -117,6 +117,8 @@ def _build_run(cfg: Config, world: distributed.World, device: torch.device, resu
     task = distributed.main_first(world, device, lambda: build_task(cfg, cfg.run_dir, device, resume, world))
     task = task or build_task(cfg, cfg.run_dir, device, True, world)
     model = build_model(cfg, task.vocab_size).to(device)  # the same start on every rank (DDP broadcasts it too)
+    if not ckpt and cfg.train.init_from:
+        init_from.load_weights(model, cfg, print if world.is_main else (lambda *a, **k: None))
     optimizer = make_optimizer(model, cfg.train)
     if not ckpt:
         return task, model, optimizer, RunState()

@@ -19,6 +19,7 @@ from mt.data.corpora import EncodedCorpus, columns, load_corpora, load_pairs, sa
 from mt.data.tokenizer import SentencePieceTokenizer, Tokenizer, learn_tokenizer, load_tokenizer
 from mt.errors import UserError
 from mt.model import token_loss
+from mt.training import init_from
 from mt.training.distributed import World
 
 
@@ -70,6 +71,9 @@ class TranslationTask:
         cache, log = catalog.data_dir() / "cache", sys.stderr if world.is_main else None
         if reuse_tokenizer:
             self.tokenizer: Tokenizer = load_tokenizer(run_dir)
+        elif cfg.train.init_from:
+            self.tokenizer = init_from.tokenizer(cfg)
+            self.tokenizer.save(run_dir)
         else:
             self.tokenizer = train_tokenizer(cfg, train, cache)
             self.tokenizer.save(run_dir)

@@ -1,0 +1,1 @@
+"""Importers: foreign checkpoints written as ordinary mt run directories."""
