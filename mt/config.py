@@ -39,6 +39,8 @@ class DataConfig:
     train: list[CorpusSpec] = field(default_factory=list)  # translation: concatenated
     valid: CorpusSpec | list[CorpusSpec] | None = None  # a list: the first is primary, the rest reported too
     test: CorpusSpec | list[CorpusSpec] | None = None  # one or several sets, scored by the end-of-training report
+    clean: bool = False  # translation: strip whitespace, drop training pairs with no letters or source = target
+    dedup: bool = False  # translation: drop exactly repeated training pairs
     max_len: int = 128  # translation: longer pairs (in tokens) are dropped
     max_len_ratio: float = 3.0  # translation: pairs whose token lengths differ more are dropped
     max_tokens: int = 4096  # translation: tokens per batch (source or target, the larger)

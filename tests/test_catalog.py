@@ -58,3 +58,48 @@ def test_unknown_corpus_suggests_a_name():
 def test_real_mirror_matches_published_checksum(mirror):
     path = catalog.corpus_file("tinyshakespeare", "input.txt")
     assert len(path.read_text(encoding="utf-8")) == 1_115_394
+
+
+def _tar(path, members: dict[str, bytes]):
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as t:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+
+
+def test_downloads_join_glob_members_in_name_order_and_read_sgml(monkeypatch, tmp_path, isolated_data):
+    """The hansard and newsdiscusstest2015 fetch paths, from file:// archives built here."""
+    import gzip
+
+    monkeypatch.delenv("MT_DATA_MIRROR", raising=False)
+    sessions = {f"hansard.36/s.{n:03d}.e.gz": gzip.compress(f"line {n}\n".encode()) for n in (2, 1, 10)}
+    sessions["hansard.36/s.001.f.gz"] = gzip.compress(b"ligne\n")
+    _tar(tmp_path / "h.tar", sessions)
+    sgml = b'<srcset>\n<doc docid="1">\n<seg id="1"> Hello &amp; bye </seg>\n<seg id="2">Second</seg>\n</doc>\n'
+    _tar(tmp_path / "t.tgz", {"test/x.en.sgm": sgml})
+    monkeypatch.setitem(
+        catalog.CORPORA,
+        "toy",
+        [
+            catalog.RemoteFile("part.en.gz", (tmp_path / "h.tar").as_uri(), None, member="*.e.gz"),
+            catalog.RemoteFile("x.en", (tmp_path / "t.tgz").as_uri(), None, member="test/x.en.sgm", sgml=True),
+        ],
+    )
+    joined = gzip.decompress(catalog.corpus_file("toy", "part.en.gz").read_bytes())
+    assert joined == b"line 1\nline 2\nline 10\n"  # every English session, in name order, none French
+    assert catalog.corpus_file("toy", "x.en").read_bytes() == b"Hello &amp; bye\nSecond\n"
+
+
+def test_the_catalog_names_the_hansard_and_newsdiscusstest_sources():
+    hansard = {rf.name: rf for rf in catalog.files("hansard")}
+    assert len(hansard) == 8 and hansard["house.training.fr.gz"].url.startswith("https://www.isi.edu/")
+    assert hansard["senate.testing.en.gz"].member == "*.e.gz"
+    news = {rf.name: rf for rf in catalog.files("newstest")}
+    assert (
+        news["newsdiscusstest2015.fr"].url == "https://www.statmt.org/wmt15/test.tgz"
+        and news["newsdiscusstest2015.fr"].sgml
+    )

@@ -207,3 +207,21 @@ def test_bad_model_directories_are_refused_naming_the_problem(marian_dir, tmp_pa
 def test_a_path_that_is_no_model_and_no_hub_name(tmp_path):
     with pytest.raises(UserError, match="neither a model directory nor a hub name"):
         import_marian(str(tmp_path / "nowhere" / "x" / "y"))
+
+
+def test_a_hub_name_is_fetched_through_huggingface_hub(marian_dir, tmp_path, monkeypatch):
+    """No hub is reachable here: the fetch is replaced by the local copy it would have made."""
+    hub = pytest.importorskip("huggingface_hub", reason="the import extra is not installed; .ci/run installs it")
+    asked = []
+    monkeypatch.setattr(hub, "snapshot_download", lambda name, **kw: asked.append((name, kw)) or str(marian_dir))
+    out = import_marian("Helsinki-NLP/opus-mt-fr-en", tmp_path / "run")
+    assert asked[0][0] == "Helsinki-NLP/opus-mt-fr-en" and "vocab.json" in asked[0][1]["allow_patterns"]
+    assert "src_lang: fr" in (out / "config.yaml").read_text()  # from the hub name
+
+
+def test_an_unreachable_hub_is_one_line(tmp_path, monkeypatch):
+    pytest.importorskip("huggingface_hub", reason="the import extra is not installed; .ci/run installs it")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = cli("mt.import", "marian", "Helsinki-NLP/opus-mt-xx-yy", "--out", str(tmp_path / "run"))
+    assert result.returncode == 2 and "cannot fetch Helsinki-NLP/opus-mt-xx-yy" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()

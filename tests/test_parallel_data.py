@@ -162,3 +162,47 @@ def test_a_corpus_without_text_says_so_in_one_line(tmp_path, lines):
     ds = load_pairs(text_spec(tmp_path, lines, lines), "train", "fr", "en")
     with pytest.raises(UserError, match=r"data.train: .*(every line is empty|hold no pairs)"):
         train_tokenizer(cfg, ds, tmp_path / "cache")
+
+
+@pytest.mark.slow
+def test_hansard_splits_from_the_mirror(mirror):
+    """Training: both training parts; valid and test: 1,000 pairs at evenly spaced lines of the
+    House and Senate testing parts, the same every time."""
+    train = load_pairs("hansard", "train", "fr", "en")
+    assert len(train) == 890_631 + 131_258
+    valid, test = load_pairs("hansard", "valid", "fr", "en"), load_pairs("hansard:test", "train", "fr", "en")
+    assert len(valid) == len(test) == 1000
+    assert valid[0]["src"].startswith("HANSARD") or valid[0]["tgt"].startswith("EDITED HANSARD")
+    assert load_pairs("hansard:valid", "test", "fr", "en")["tgt"] == valid["tgt"]
+    with pytest.raises(UserError, match="hansard has the splits train, valid, test"):
+        load_pairs("hansard:dev", "valid", "fr", "en")
+    assert len(load_pairs("newstest:newsdiscusstest2015", "test", "fr", "en")) == 1500
+
+
+def test_cleaning_counts_each_rule_through_the_loader(tmp_path):
+    import io
+
+    from mt.data.corpora import load_corpora
+
+    pairs = [
+        ("le chat ", " the cat"),  # stripped, kept
+        ("le chat", "the cat"),  # a duplicate once stripped
+        ("123 !", "123 !"),  # no letters
+        ("Paris", "Paris"),  # source = target
+        ("un chien", "a dog"),
+        ("un chien", "a dog"),  # a duplicate
+        ("une maison", "a house"),
+    ]
+    (tmp_path / "c.fr").write_text("".join(s + "\n" for s, _ in pairs))
+    (tmp_path / "c.en").write_text("".join(t + "\n" for _, t in pairs))
+    spec = {"path": "text", "data_files": {"fr": str(tmp_path / "c.fr"), "en": str(tmp_path / "c.en")}}
+    log = io.StringIO()
+    train, repeats = load_corpora([spec, {**spec, "repeat": 2}], "train", "fr", "en", clean=True, dedup=True, log=log)
+    assert train["src"] == ["le chat", "un chien", "une maison"] * 2 and train["tgt"][0] == "the cat"
+    assert repeats.tolist() == [1, 1, 1, 2, 2, 2]
+    said = log.getvalue()
+    assert "train c: cleaning 7 pairs kept 3 (1 stripped, 1 no letters, 1 source = target, 2 duplicates)" in said
+    untouched, _ = load_corpora([spec], "train", "fr", "en")
+    assert len(untouched) == 7 and untouched["src"][0] == "le chat "
+    only_dedup, _ = load_corpora([spec], "train", "fr", "en", dedup=True, log=None)
+    assert len(only_dedup) == 6  # without clean, "le chat " and "le chat" differ

@@ -9,8 +9,10 @@ fetch never leaves a partial file behind. MT_DATA_DIR moves the data folder (def
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import hashlib
 import os
+import re
 import shutil
 import tarfile
 import urllib.error
@@ -28,7 +30,8 @@ class RemoteFile:
     name: str  # file name under data/<corpus>/
     url: str
     sha256: str | None  # None where upstream publishes no stable file (tatoeba is re-exported often)
-    member: str | None = None  # the file to take out of a zip or tar archive at `url`
+    member: str | None = None  # the file to take out of a zip or tar archive at `url`; a glob joins its matches
+    sgml: bool = False  # the member is WMT's SGML (one <seg> a sentence): keep the segments' text, one a line
 
 
 _MULTI30K = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/"
@@ -56,6 +59,17 @@ NEWSTEST_SETS = (
     "newstest2013",
 )
 
+# WMT15's test set of reader comments on news sites (French-English, the fr-en direction), in SGML.
+_WMT15_TEST = "https://www.statmt.org/wmt15/test.tgz"
+NEWSTEST_TEST_SETS = ("newsdiscusstest2015",)
+_NEWSDISCUSS = {"fr": "test/newsdiscusstest2015-fren-src.fr.sgm", "en": "test/newsdiscusstest2015-fren-ref.en.sgm"}
+
+# The Aligned Hansards of the 36th Parliament of Canada (USC/ISI release 2001-1a): one tar archive a
+# part, holding one gzip file a session and language (*.e.gz, *.f.gz), joined here in name order.
+# The archives' member names follow the release's documentation; they were not opened here (no web).
+_HANSARD = "https://www.isi.edu/natural-language/download/hansard/hansard.36.r2001-1a.{}.debates.{}.tar"
+HANSARD_PARTS = ("house.training", "senate.training", "house.testing", "senate.testing")
+
 CORPORA: dict[str, list[RemoteFile]] = {
     "tinyshakespeare": [
         RemoteFile(
@@ -69,6 +83,15 @@ CORPORA: dict[str, list[RemoteFile]] = {
     "newstest": [
         RemoteFile(f"{name}.{lang}", _WMT14_DEV, None, member=f"dev/{name}.{lang}")
         for name in NEWSTEST_SETS
+        for lang in ("fr", "en")
+    ]
+    + [
+        RemoteFile(f"newsdiscusstest2015.{lang}", _WMT15_TEST, None, _NEWSDISCUSS[lang], sgml=True)
+        for lang in "fr en".split()
+    ],
+    "hansard": [
+        RemoteFile(f"{part}.{lang}.gz", _HANSARD.format(*part.split(".")), None, member=f"*.{lang[0]}.gz")
+        for part in HANSARD_PARTS
         for lang in ("fr", "en")
     ],
 }
@@ -170,15 +193,29 @@ def _fetch_url(url: str, tmp: Path, target: Path) -> None:
 
 
 def _archive_member(rf: RemoteFile, archive: Path) -> bytes:
-    """The bytes of `rf.member` inside the downloaded zip or tar archive."""
+    """The bytes of `rf.member` inside the downloaded zip or tar archive (of every member matching
+    it, in name order, for a glob), as plain lines for SGML."""
     try:
         if zipfile.is_zipfile(archive):
             with zipfile.ZipFile(archive) as z:
-                return z.read(rf.member)
-        with tarfile.open(archive) as t:
-            member = t.extractfile(rf.member)
-            if member is None:
-                raise KeyError(rf.member)
-            return member.read()
+                data = b"".join(z.read(name) for name in _matching(z.namelist(), rf.member))
+        else:
+            with tarfile.open(archive) as t:
+                files = [m.name for m in t.getmembers() if m.isfile()]
+                data = b"".join(t.extractfile(name).read() for name in _matching(files, rf.member))
     except (zipfile.BadZipFile, tarfile.TarError, KeyError) as e:
         raise UserError(f"{rf.url}: not an archive holding {rf.member} ({e})") from None
+    return _sgml_segments(data) if rf.sgml else data
+
+
+def _matching(names: list[str], member: str) -> list[str]:
+    found = sorted(fnmatch.filter(names, member)) if any(c in member for c in "*?[") else [member] * (member in names)
+    if not found:
+        raise KeyError(member)
+    return found
+
+
+def _sgml_segments(data: bytes) -> bytes:
+    """The text of each <seg ...>...</seg> of a WMT SGML file, one a line."""
+    segments = re.findall(rb"<seg[^>]*>(.*?)</seg>", data)
+    return b"".join(s.strip() + b"\n" for s in segments)

@@ -2,7 +2,9 @@
 
 A corpus spec in a recipe is one of:
   - a catalog name, optionally with a split: `multi30k`, `multi30k:test_2017_flickr`, `tatoeba`,
-    `newstest` (2008-2012 to train, 2013 to validate), `newstest:newstest2012`;
+    `newstest` (2008-2012 to train, 2013 to validate), `newstest:newstest2012`,
+    `newstest:newsdiscusstest2015`, `hansard` (the training parts; as valid or test, fixed slices
+    of the testing parts: `hansard:valid`, `hansard:test`);
   - line-aligned local text files: `{path: text, data_files: {fr: train.fr, en: train.en}}`;
   - anything `datasets.load_dataset` reads, with where the two languages are:
     `{path: wmt14, name: fr-en, split: train, field: translation}` (a column of {fr:, en:} dicts) or
@@ -24,12 +26,19 @@ import numpy as np
 
 from mt.data import catalog
 from mt.data.batching import Ragged
+from mt.data.cleaning import clean_pairs
 from mt.errors import UserError
 from mt.files import read_lines
 
 # The Multi30k split a role takes when a recipe names the corpus alone.
 MULTI30K_DEFAULT_SPLIT = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
 NEWSTEST_DEFAULT_SETS = {"train": catalog.NEWSTEST_SETS[:-1], "valid": ("newstest2013",)}
+HANSARD_SPLITS = {
+    "train": ("house.training", "senate.training"),
+    "valid": ("house.testing",),
+    "test": ("senate.testing",),
+}
+HANSARD_SLICE = 1000
 PAIR_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")})
 ENCODED_FEATURES = datasets.Features(
     {
@@ -75,6 +84,8 @@ def _catalog_pairs(spec: str, role: str, src_lang: str, tgt_lang: str) -> datase
             src.append(fields[columns[src_lang]])
             tgt.append(fields[columns[tgt_lang]])
         return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+    if corpus == "hansard":
+        return _hansard_pairs(split or role, src_lang, tgt_lang)
     if corpus == "newstest":
         sets = (split,) if split else NEWSTEST_DEFAULT_SETS.get(role)
         if sets is None:
@@ -88,6 +99,22 @@ def _catalog_pairs(spec: str, role: str, src_lang: str, tgt_lang: str) -> datase
         return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
     catalog.files(corpus)  # unknown name: the catalog's error, with a suggestion
     raise UserError(f"corpus '{corpus}' holds plain text, not translation pairs")
+
+
+def _hansard_pairs(split: str, src_lang: str, tgt_lang: str) -> datasets.Dataset:
+    """train: both training parts (1.02M pairs). valid and test: HANSARD_SLICE pairs at evenly
+    spaced lines of the House and the Senate testing parts (line 1 + floor(i * n / HANSARD_SLICE)
+    for i = 0, 1, ...), fixed by the files alone and never seen in training."""
+    if split not in HANSARD_SPLITS:
+        raise UserError(f"hansard has the splits {', '.join(HANSARD_SPLITS)}, not '{split}'")
+    parts = [
+        aligned_files(*(catalog.corpus_file("hansard", f"{part}.{lang}.gz") for lang in (src_lang, tgt_lang)))
+        for part in HANSARD_SPLITS[split]
+    ]
+    if split == "train":
+        return datasets.concatenate_datasets(parts)
+    n = len(parts[0])
+    return parts[0].select(sorted({i * n // HANSARD_SLICE for i in range(min(n, HANSARD_SLICE))}))
 
 
 def _generic_pairs(spec: dict, src_lang: str, tgt_lang: str) -> datasets.Dataset:
@@ -162,9 +189,15 @@ def load_pairs(spec, role: str, src_lang: str, tgt_lang: str) -> datasets.Datase
     return ds if ds.features == PAIR_FEATURES else ds.cast(PAIR_FEATURES)  # so corpora concatenate
 
 
-def load_corpora(specs: list, role: str, src_lang: str, tgt_lang: str) -> tuple[datasets.Dataset, np.ndarray]:
-    """The corpora concatenated, and for each pair how many times it goes into an epoch."""
-    parts = [load_pairs(s, role, src_lang, tgt_lang) for s in specs]
+def load_corpora(
+    specs: list, role: str, src_lang: str, tgt_lang: str, clean: bool = False, dedup: bool = False, log=sys.stderr
+) -> tuple[datasets.Dataset, np.ndarray]:
+    """The corpora, each cleaned as asked (mt.data.cleaning: duplicates are looked for within each
+    corpus), concatenated, and for each pair how many times it goes into an epoch."""
+    parts = [
+        clean_pairs(load_pairs(s, role, src_lang, tgt_lang), clean, dedup, f"{role} {spec_label(s)}", log)
+        for s in specs
+    ]
     repeats = np.concatenate([np.full(len(p), split_repeat(s)[1], dtype=np.int32) for p, s in zip(parts, specs)])
     return (parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)), repeats
 

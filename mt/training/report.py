@@ -16,7 +16,7 @@ from mt.errors import UserError
 from mt.files import atomic_write
 from mt.inference.metrics import corpus_scores
 
-DEMO_SENTENCE = {"fr": "les réseaux de neurones sont géniaux!"}
+DEMO_SENTENCE = {"fr": "les réseaux de neurones sont géniaux!", "en": "neural networks are great!"}
 RESULTS = "results.json"
 
 

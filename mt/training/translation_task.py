@@ -65,10 +65,10 @@ class TranslationTask:
                 f"data.max_tokens ({d.max_tokens}) must hold at least one pair of data.max_len + 1 "
                 f"({d.max_len + 1}) tokens"
             )
-        train, repeats = load_corpora(d.train, "train", d.src_lang, d.tgt_lang)
+        cache, log = catalog.data_dir() / "cache", sys.stderr if world.is_main else None
+        train, repeats = load_corpora(d.train, "train", d.src_lang, d.tgt_lang, d.clean, d.dedup, log)
         valid_specs = d.valid if isinstance(d.valid, list) else [d.valid]
         valid = [load_pairs(spec, "valid", d.src_lang, d.tgt_lang) for spec in valid_specs]
-        cache, log = catalog.data_dir() / "cache", sys.stderr if world.is_main else None
         if reuse_tokenizer:
             self.tokenizer: Tokenizer = load_tokenizer(run_dir)
         elif cfg.train.init_from:
