@@ -5,6 +5,7 @@ final weights, optimizer state, data position and metrics equal an uninterrupted
     python bench/kill_resume.py --task translation --kills 20
     python bench/kill_resume.py --task sampling --kills 20      # translation with subword sampling
     python bench/kill_resume.py --task finetune --kills 20      # translation from another run (train.init_from)
+    python bench/kill_resume.py --task mix --kills 20           # translation from two corpora mixed by weight
     python bench/kill_resume.py --task lm --processes 2         # two torchrun processes (gloo), killed together
     python bench/kill_resume.py --task lm --budget 0.1          # under a time budget, which becomes a step plan
 
@@ -67,6 +68,12 @@ def task_args(task: str, folder: Path) -> list[str]:
     (folder / "c.fr").write_text("\n".join(fr) + "\n")
     (folder / "c.en").write_text("\n".join(line.upper() for line in fr) + "\n")
     spec = f"{{path: text, data_files: {{fr: {folder / 'c.fr'}, en: {folder / 'c.en'}}}}}"
+    train = f"[{spec}]"
+    if task == "mix":  # two corpora mixed 1:3, the small one cycled
+        (folder / "d.fr").write_text("\n".join(fr[:40]) + "\n")
+        (folder / "d.en").write_text("\n".join(line.title() for line in fr[:40]) + "\n")
+        other = f"{{path: text, data_files: {{fr: {folder / 'd.fr'}, en: {folder / 'd.en'}}}, weight: 3}}"
+        train = f"[{spec[:-1]}, weight: 1}}, {other}]"
     tokens = (
         ["tokenizer.kind=sentencepiece", "tokenizer.vocab_size=40", "tokenizer.sampling_alpha=0.3"]
         if task == "sampling"
@@ -76,7 +83,7 @@ def task_args(task: str, folder: Path) -> list[str]:
         "recipes/fr_en.yaml",
         *COMMON,
         *tokens,
-        f"data.train=[{spec}]",
+        f"data.train={train}",
         f"data.valid={spec}",
         "model.enc_layers=1",
         "model.dec_layers=1",
@@ -201,7 +208,7 @@ def differences(a: Path, b: Path) -> list[str]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--task", choices=["lm", "translation", "sampling", "finetune"], default="lm")
+    p.add_argument("--task", choices=["lm", "translation", "sampling", "finetune", "mix"], default="lm")
     p.add_argument("--kills", type=int, default=20)
     p.add_argument("--seed", type=int, default=0, help="where the kills land")
     p.add_argument("--processes", type=int, default=1, help="train with torchrun and this many gloo processes")

@@ -14,7 +14,14 @@ SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "kill_resume.py"
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "task, processes, budget",
-    [("lm", 1, None), ("sampling", 1, None), ("lm", 2, None), ("lm", 1, "0.05"), ("finetune", 1, None)],
+    [
+        ("lm", 1, None),
+        ("sampling", 1, None),
+        ("lm", 2, None),
+        ("lm", 1, "0.05"),
+        ("finetune", 1, None),
+        ("mix", 1, None),
+    ],
 )
 def test_killed_and_resumed_run_matches_an_uninterrupted_one(task, processes, budget):
     """With a budget the killed runs stop by their step plan, and the straight run is given the plan."""

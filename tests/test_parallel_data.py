@@ -57,7 +57,7 @@ def test_gzip_and_column_specs(tmp_path):
     }
     (tmp_path / "p.jsonl").write_text('{"translation": {"fr": "chat", "en": "cat"}}\n')
     js = {"path": "json", "data_files": str(tmp_path / "p.jsonl"), "field": "translation"}
-    ds, repeats = load_corpora([gz, tsv, {**js, "repeat": 3}], "train", "fr", "en")
+    ds, repeats, _ = load_corpora([gz, tsv, {**js, "repeat": 3}], "train", "fr", "en")
     assert repeats.tolist() == [1, 1, 1, 1, 3]
     assert columns(ds, "src", "tgt") == [
         ["bonjour", "merci", "bonjour", "oui", "chat"],
@@ -197,12 +197,14 @@ def test_cleaning_counts_each_rule_through_the_loader(tmp_path):
     (tmp_path / "c.en").write_text("".join(t + "\n" for _, t in pairs))
     spec = {"path": "text", "data_files": {"fr": str(tmp_path / "c.fr"), "en": str(tmp_path / "c.en")}}
     log = io.StringIO()
-    train, repeats = load_corpora([spec, {**spec, "repeat": 2}], "train", "fr", "en", clean=True, dedup=True, log=log)
+    train, repeats, _ = load_corpora(
+        [spec, {**spec, "repeat": 2}], "train", "fr", "en", clean=True, dedup=True, log=log
+    )
     assert train["src"] == ["le chat", "un chien", "une maison"] * 2 and train["tgt"][0] == "the cat"
     assert repeats.tolist() == [1, 1, 1, 2, 2, 2]
     said = log.getvalue()
     assert "train c: cleaning 7 pairs kept 3 (1 stripped, 1 no letters, 1 source = target, 2 duplicates)" in said
-    untouched, _ = load_corpora([spec], "train", "fr", "en")
+    untouched, *_ = load_corpora([spec], "train", "fr", "en")
     assert len(untouched) == 7 and untouched["src"][0] == "le chat "
-    only_dedup, _ = load_corpora([spec], "train", "fr", "en", dedup=True, log=None)
+    only_dedup, *_ = load_corpora([spec], "train", "fr", "en", dedup=True, log=None)
     assert len(only_dedup) == 6  # without clean, "le chat " and "le chat" differ

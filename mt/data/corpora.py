@@ -49,7 +49,7 @@ ENCODED_FEATURES = datasets.Features(
     }
 )
 ENCODED_LAYOUT = "ids-int32+lengths"
-SPEC_KEYS = {"path", "name", "split", "data_files", "field", "columns", "delimiter", "revision", "repeat"}
+SPEC_KEYS = {"path", "name", "split", "data_files", "field", "columns", "delimiter", "revision", "repeat", "weight"}
 
 datasets.disable_progress_bars()
 datasets.logging.set_verbosity_error()
@@ -156,17 +156,27 @@ def _generic_pairs(spec: dict, src_lang: str, tgt_lang: str) -> datasets.Dataset
 
 def split_repeat(spec) -> tuple[str | dict, int]:
     """(the corpus spec itself, how many times its pairs go into an epoch)."""
+    spec, repeat, _ = corpus_options(spec)
+    return spec, repeat
+
+
+def corpus_options(spec) -> tuple[str | dict, int, float | None]:
+    """(the corpus spec itself, its `repeat`, its mixing `weight` or None)."""
     if not isinstance(spec, dict):
-        return spec, 1
+        return spec, 1, None
     spec = dict(spec)
-    repeat = spec.pop("repeat", 1)
+    repeat, weight = spec.pop("repeat", 1), spec.pop("weight", None)
     if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
         raise UserError(f"corpus spec {spec}: repeat must be a whole number >= 1, got {repeat!r}")
+    if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0):
+        raise UserError(f"corpus spec {spec}: weight must be a positive number, got {weight!r}")
     if "corpus" in spec:
         if set(spec) != {"corpus"} or not isinstance(spec["corpus"], str):
-            raise UserError(f"corpus spec {spec}: with 'corpus' (a catalog name) only 'repeat' may be given")
-        return spec["corpus"], repeat
-    return spec, repeat
+            raise UserError(
+                f"corpus spec {spec}: with 'corpus' (a catalog name) only 'repeat' or 'weight' may be given"
+            )
+        return spec["corpus"], repeat, weight
+    return spec, repeat, weight
 
 
 def spec_label(spec) -> str:
@@ -191,15 +201,23 @@ def load_pairs(spec, role: str, src_lang: str, tgt_lang: str) -> datasets.Datase
 
 def load_corpora(
     specs: list, role: str, src_lang: str, tgt_lang: str, clean: bool = False, dedup: bool = False, log=sys.stderr
-) -> tuple[datasets.Dataset, np.ndarray]:
+) -> tuple[datasets.Dataset, np.ndarray, list[int] | None]:
     """The corpora, each cleaned as asked (mt.data.cleaning: duplicates are looked for within each
-    corpus), concatenated, and for each pair how many times it goes into an epoch."""
+    corpus), concatenated; for each pair how many times it goes into an epoch; and with mixing
+    weights (mt.data.mixing), each corpus' pair count instead of repeats."""
+    options = [corpus_options(s) for s in specs]
+    weighted = [weight is not None for _, _, weight in options]
+    if any(weighted) and not all(weighted):
+        raise UserError("data.train: give every training corpus a weight, or none (repeat then weights them)")
+    if any(weighted) and any(repeat != 1 for _, repeat, _ in options):
+        raise UserError("data.train: a corpus has both weight and repeat; with weights, the weights alone decide")
     parts = [
         clean_pairs(load_pairs(s, role, src_lang, tgt_lang), clean, dedup, f"{role} {spec_label(s)}", log)
         for s in specs
     ]
-    repeats = np.concatenate([np.full(len(p), split_repeat(s)[1], dtype=np.int32) for p, s in zip(parts, specs)])
-    return (parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)), repeats
+    repeats = np.concatenate([np.full(len(p), repeat, dtype=np.int32) for p, (_, repeat, _) in zip(parts, options)])
+    sizes = [len(p) for p in parts] if all(weighted) else None
+    return (parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)), repeats, sizes
 
 
 def auto_num_proc(n_pairs: int) -> int:
@@ -283,6 +301,7 @@ class EncodedCorpus:
         num_proc: int = 0,
         log=sys.stderr,
         repeats: np.ndarray | None = None,
+        sizes: list[int] | None = None,
     ):
         self.pairs = pairs  # the raw text, same row order: references and subword sampling read it
         encoded = encode_pairs(
@@ -295,8 +314,10 @@ class EncodedCorpus:
         lens = encoded.with_format("arrow", columns=["src_len", "tgt_len"])[:]  # zero-copy views
         src_lens, tgt_lens = (lens.column(c).to_numpy().astype(np.int32) for c in ("src_len", "tgt_len"))
         self.rows = filter_pairs(src_lens, tgt_lens, max_len, max_ratio, what, log)
-        if repeats is not None:  # weighted corpora: a pair's row appears once per repeat
+        if repeats is not None:  # repeated corpora: a pair's row appears once per repeat
             self.rows = np.repeat(self.rows, repeats[self.rows])
+        # which corpus each kept pair came from (mixing by weight draws each corpus' share)
+        self.corpus_of = np.searchsorted(np.cumsum(sizes), self.rows, side="right") if sizes else None
         self.src_lens, self.tgt_lens = src_lens[self.rows], tgt_lens[self.rows]
         self._ids = encoded.with_format("arrow", columns=["src_ids", "tgt_ids"])
 
@@ -321,11 +342,19 @@ def columns(ds: datasets.Dataset, *names: str) -> list[list]:
     return [table[n] for n in names]
 
 
-def sample_texts(train: datasets.Dataset, max_pairs: int, seed: int) -> Iterator[str]:
+def sample_texts(train: datasets.Dataset, max_pairs: int, seed: int, mix=None) -> Iterator[str]:
     """Both sides of at most `max_pairs` training pairs, drawn at random when there are more, read
-    in chunks so a corpus larger than memory never has to fit in it."""
-    if len(train) > max_pairs:
-        rows = np.sort(np.random.default_rng(seed).choice(len(train), max_pairs, replace=False))
+    in chunks so a corpus larger than memory never has to fit in it. `mix` (each corpus' size and
+    weight, in order): each corpus gives its weight's share of the pairs, as many as it has at most."""
+    rng = np.random.default_rng(seed)
+    if mix:
+        sizes, weights = mix
+        starts, total = np.cumsum([0, *sizes[:-1]]), min(max_pairs, len(train))
+        wanted = [min(n, round(total * w / sum(weights))) for n, w in zip(sizes, weights)]
+        rows = [start + rng.choice(n, k, replace=False) for start, n, k in zip(starts, sizes, wanted)]
+        train = train.select(np.sort(np.concatenate(rows)))
+    elif len(train) > max_pairs:
+        rows = np.sort(rng.choice(len(train), max_pairs, replace=False))
         train = train.select(rows)
     for column in ("src", "tgt"):  # all sources, then all targets: the order the trainer saw before
         for chunk in train.select_columns([column]).iter(batch_size=10_000):

@@ -15,7 +15,16 @@ import torch
 from mt.config import Config
 from mt.data import catalog
 from mt.data.batching import collate, prefetch, shard, token_batches
-from mt.data.corpora import EncodedCorpus, columns, load_corpora, load_pairs, sample_texts, spec_label
+from mt.data.corpora import (
+    EncodedCorpus,
+    columns,
+    corpus_options,
+    load_corpora,
+    load_pairs,
+    sample_texts,
+    spec_label,
+)
+from mt.data.mixing import Mixture
 from mt.data.tokenizer import SentencePieceTokenizer, Tokenizer, learn_tokenizer, load_tokenizer
 from mt.errors import UserError
 from mt.model import token_loss
@@ -23,18 +32,20 @@ from mt.training import init_from
 from mt.training.distributed import World
 
 
-def train_tokenizer(cfg: Config, train: datasets.Dataset, cache_dir: Path) -> Tokenizer:
+def train_tokenizer(cfg: Config, train: datasets.Dataset, cache_dir: Path, sizes: list[int] | None = None) -> Tokenizer:
     """The tokenizer for the training corpora: every character of them, or SentencePiece learned
-    from a seeded sample of `tokenizer.max_pairs` pairs (cached by their content)."""
+    from a seeded sample of `tokenizer.max_pairs` pairs (cached by their content). With mixing
+    weights (`sizes`: each corpus' pairs), the sample takes each corpus' share of it."""
     if len(train) == 0:
         raise UserError(
             "data.train: the training corpora hold no pairs (empty files?); give at least one corpus with text"
         )
+    weights = [corpus_options(spec)[2] for spec in cfg.data.train] if sizes else None
     return learn_tokenizer(
         cfg.tokenizer,
-        lambda n: sample_texts(train, n, cfg.seed),
+        lambda n: sample_texts(train, n, cfg.seed, mix=(sizes, weights) if sizes else None),
         len(train),
-        train._fingerprint,
+        train._fingerprint + (f"|weights {weights}" if weights else ""),
         cfg.seed,
         cache_dir,
         "data.train",
@@ -66,7 +77,7 @@ class TranslationTask:
                 f"({d.max_len + 1}) tokens"
             )
         cache, log = catalog.data_dir() / "cache", sys.stderr if world.is_main else None
-        train, repeats = load_corpora(d.train, "train", d.src_lang, d.tgt_lang, d.clean, d.dedup, log)
+        train, repeats, sizes = load_corpora(d.train, "train", d.src_lang, d.tgt_lang, d.clean, d.dedup, log)
         valid_specs = d.valid if isinstance(d.valid, list) else [d.valid]
         valid = [load_pairs(spec, "valid", d.src_lang, d.tgt_lang) for spec in valid_specs]
         if reuse_tokenizer:
@@ -75,7 +86,7 @@ class TranslationTask:
             self.tokenizer = init_from.tokenizer(cfg)
             self.tokenizer.save(run_dir)
         else:
-            self.tokenizer = train_tokenizer(cfg, train, cache)
+            self.tokenizer = train_tokenizer(cfg, train, cache, sizes)
             self.tokenizer.save(run_dir)
         self.world = world
         encode = {
@@ -86,7 +97,8 @@ class TranslationTask:
             "num_proc": d.num_proc,
             "log": log,
         }
-        self.train = EncodedCorpus(train, what="train", repeats=repeats, **encode)
+        self.train = EncodedCorpus(train, what="train", repeats=repeats, sizes=sizes, **encode)
+        self.mixture = self._mixture(cfg, log) if sizes else None
         # The first validation set is the primary one (best.pt follows it); the others are reported beside it.
         labels = [""] + [f"_{spec_label(spec)}" for spec in valid_specs[1:]]
         self.valid_sets = [
@@ -130,12 +142,30 @@ class TranslationTask:
             batch = {k: v.pin_memory() if torch.is_tensor(v) else v for k, v in batch.items()}
         return batch
 
+    def _mixture(self, cfg: Config, log) -> Mixture:
+        weights = [corpus_options(spec)[2] for spec in cfg.data.train]
+        mixture = Mixture(self.train.corpus_of, weights, cfg.seed)
+        if log is not None:
+            shares = ", ".join(
+                f"{spec_label(spec)} {share:.0%} ({k:,})"
+                for spec, share, k in zip(cfg.data.train, mixture.shares(), mixture.per_epoch)
+            )
+            print(f"train: each epoch mixes {shares}", file=log)
+        return mixture
+
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        """Epoch `epoch`'s batches: positions among the kept training pairs."""
+        if self.mixture is None:
+            return token_batches(self.train.src_lens, self.train.tgt_lens, self.max_tokens, self.seed + epoch)
+        pairs = self.mixture.epoch(epoch)
+        lens = self.train.src_lens[pairs], self.train.tgt_lens[pairs]
+        return [pairs[b] for b in token_batches(*lens, self.max_tokens, self.seed + epoch)]
+
     def _epochs(self, epoch: int, batch_in_epoch: int) -> Iterator[tuple[dict, int, int]]:
         """Endless epochs from (epoch, batch_in_epoch) on; each batch comes with the position
         after it."""
         while True:
-            batches = token_batches(self.train.src_lens, self.train.tgt_lens, self.max_tokens, self.seed + epoch)
-            batches = shard(batches, self.world.rank, self.world.size)
+            batches = shard(self.epoch_batches(epoch), self.world.rank, self.world.size)
             for i in range(batch_in_epoch, len(batches)):
                 yield self._batch(batches[i], epoch, i), epoch, i + 1
             epoch, batch_in_epoch = epoch + 1, 0
