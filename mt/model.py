@@ -348,10 +348,13 @@ class Transformer(nn.Module):
         scale = math.sqrt(d_model) if scale_embeddings else 1.0
         self.embed = Embedding(vocab_size, max_len, d_model, positions, dropout, scale=scale)
         layer = dict(d_ff=d_ff, dropout=dropout, bias=bias, activation=activation, post_norm=norm == "post")
-        self.encoder = nn.ModuleList(Block(d_model, n_head, **layer) for _ in range(enc_layers))
-        self.decoder = nn.ModuleList(DecoderBlock(d_model, n_head, **layer) for _ in range(dec_layers))
+        # Module order = parameter order, which sets the summation order of the gradient-clipping
+        # norm: keep each final LayerNorm right after its stack, as trained runs have them.
         final_norm = (lambda: nn.Identity()) if norm == "post" else (lambda: nn.LayerNorm(d_model, bias=bias))
-        self.ln_enc, self.ln_dec = final_norm(), final_norm()
+        self.encoder = nn.ModuleList(Block(d_model, n_head, **layer) for _ in range(enc_layers))
+        self.ln_enc = final_norm()
+        self.decoder = nn.ModuleList(DecoderBlock(d_model, n_head, **layer) for _ in range(dec_layers))
+        self.ln_dec = final_norm()
         self.head = nn.Linear(d_model, vocab_size, bias=logits_bias)
         if tie_output:
             self.head.weight = self.embed.tokens.weight
