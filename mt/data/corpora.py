@@ -104,7 +104,8 @@ def _catalog_pairs(spec: str, role: str, src_lang: str, tgt_lang: str) -> datase
 def _hansard_pairs(split: str, src_lang: str, tgt_lang: str) -> datasets.Dataset:
     """train: both training parts (1.02M pairs). valid and test: HANSARD_SLICE pairs at evenly
     spaced lines of the House and the Senate testing parts (line 1 + floor(i * n / HANSARD_SLICE)
-    for i = 0, 1, ...), fixed by the files alone and never seen in training."""
+    for i = 0, 1, ...), fixed by the files alone. The release holds the testing parts out of the
+    training parts, though the House's stock phrases recur in both."""
     if split not in HANSARD_SPLITS:
         raise UserError(f"hansard has the splits {', '.join(HANSARD_SPLITS)}, not '{split}'")
     parts = [
@@ -154,12 +155,6 @@ def _generic_pairs(spec: dict, src_lang: str, tgt_lang: str) -> datasets.Dataset
     return ds.rename_columns({columns[src_lang]: "src", columns[tgt_lang]: "tgt"})
 
 
-def split_repeat(spec) -> tuple[str | dict, int]:
-    """(the corpus spec itself, how many times its pairs go into an epoch)."""
-    spec, repeat, _ = corpus_options(spec)
-    return spec, repeat
-
-
 def corpus_options(spec) -> tuple[str | dict, int, float | None]:
     """(the corpus spec itself, its `repeat`, its mixing `weight` or None)."""
     if not isinstance(spec, dict):
@@ -179,9 +174,15 @@ def corpus_options(spec) -> tuple[str | dict, int, float | None]:
     return spec, repeat, weight
 
 
+def corpus_weights(specs: list) -> list[float] | None:
+    """Each training corpus' mixing weight, or None when none has one."""
+    weights = [corpus_options(s)[2] for s in specs]
+    return weights if all(w is not None for w in weights) else None
+
+
 def spec_label(spec) -> str:
     """A short name for a corpus spec in logs and metrics: 'multi30k', 'newstest2013', 'my.fr'."""
-    spec, _ = split_repeat(spec)
+    spec = corpus_options(spec)[0]
     if isinstance(spec, str):
         corpus, _, split = spec.partition(":")
         return split if corpus == "newstest" and split else spec.replace(":", "_")
@@ -192,7 +193,7 @@ def spec_label(spec) -> str:
 
 def load_pairs(spec, role: str, src_lang: str, tgt_lang: str) -> datasets.Dataset:
     """One corpus spec -> a Dataset with string columns `src` and `tgt`."""
-    spec, _ = split_repeat(spec)
+    spec = corpus_options(spec)[0]
     if isinstance(spec, str):
         return _catalog_pairs(spec, role, src_lang, tgt_lang)
     ds = _generic_pairs(spec, src_lang, tgt_lang)

@@ -18,7 +18,7 @@ from mt.data.batching import collate, prefetch, shard, token_batches
 from mt.data.corpora import (
     EncodedCorpus,
     columns,
-    corpus_options,
+    corpus_weights,
     load_corpora,
     load_pairs,
     sample_texts,
@@ -40,7 +40,7 @@ def train_tokenizer(cfg: Config, train: datasets.Dataset, cache_dir: Path, sizes
         raise UserError(
             "data.train: the training corpora hold no pairs (empty files?); give at least one corpus with text"
         )
-    weights = [corpus_options(spec)[2] for spec in cfg.data.train] if sizes else None
+    weights = corpus_weights(cfg.data.train) if sizes else None
     return learn_tokenizer(
         cfg.tokenizer,
         lambda n: sample_texts(train, n, cfg.seed, mix=(sizes, weights) if sizes else None),
@@ -143,8 +143,7 @@ class TranslationTask:
         return batch
 
     def _mixture(self, cfg: Config, log) -> Mixture:
-        weights = [corpus_options(spec)[2] for spec in cfg.data.train]
-        mixture = Mixture(self.train.corpus_of, weights, cfg.seed)
+        mixture = Mixture(self.train.corpus_of, corpus_weights(cfg.data.train), cfg.seed)
         if log is not None:
             shares = ", ".join(
                 f"{spec_label(spec)} {share:.0%} ({k:,})"
