@@ -40,3 +40,34 @@ def test_bench_quick_prints_table_and_writes_json(tmp_path):
         assert len(times) == 2 and times == sorted(times) and all(r["metric"] in c for c in r["curve"])
     loss = [c["val_loss"] for c in data["quality"][0].get("curve", [])]
     assert loss == sorted(loss, reverse=True)  # the char model learns within its 100 steps
+
+
+def test_profile_step_splits_a_training_step(tmp_path):
+    """bench/profile_step.py on a tiny model: every phase and the matmuls are timed, the parts fit
+    inside the step, and the real-token share is a share."""
+    from conftest import TINY_MODEL, synthetic_corpus
+
+    spec = synthetic_corpus(tmp_path, 400)
+    out = tmp_path / "profile.json"
+    overrides = [*TINY_MODEL, f"data.train=[{spec}]", f"data.valid={spec}", f"data.test={spec}"]
+    result = subprocess.run(
+        [sys.executable, "bench/profile_step.py", "recipes/fr_en.yaml", *overrides, "--steps", "3"]
+        + ["--precision", "fp32", "bf16", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["precision"] for r in rows] == ["fp32", "bf16"]
+    for r in rows:
+        phases = r["phases_ms"]
+        assert set(phases) == {"data", "forward+loss", "backward", "clip", "optimizer"}
+        assert phases["forward+loss"] > 0 and phases["backward"] > 0 and phases["optimizer"] > 0
+        assert sum(phases.values()) <= r["step_ms"] * 1.05  # the phases are parts of the step
+        kinds = r["forward_backward_kinds_ms"]
+        assert kinds["matmul"] > 0 and kinds["loss"] > 0 and kinds["layer norm"] > 0
+        assert sum(kinds.values()) <= (phases["forward+loss"] + phases["backward"]) * 1.05
+        assert 0 < r["real_token_share"] <= 1 and r["target_tokens_per_s"] > 0
+    assert "matmul" in result.stdout and "outside operators" in result.stdout
