@@ -109,6 +109,9 @@ class Attention(nn.Module):
                 k, v = self._heads(k), self._heads(v)
                 if cache is not None:
                     cache.append(k, v)
+        group = b // k.size(0)
+        if group > 1:  # beam search: a sentence's beams share its memory, so they become more queries
+            q = q.reshape(k.size(0), group * t, d)
         q = self._heads(q)  # (B, H, T, K)
         tq, tk = q.size(2), k.size(2)
         is_causal = causal and tq == tk and mask is None
@@ -369,7 +372,8 @@ class Transformer(nn.Module):
         return self.ln_enc(x), src_mask
 
     def decode(self, tgt, memory, src_mask, cache: list[tuple[KVCache, KVCache]] | None = None):
-        """(B, T) target ids -> (B, T, V) logits. With a cache, `tgt` holds only the new tokens."""
+        """(B, T) target ids -> (B, T, V) logits. With a cache, `tgt` holds only the new tokens.
+        `memory` may hold B / N rows: then target rows i*N .. i*N+N-1 (beams) all read memory row i."""
         offset = cache[0][0].len if cache else 0
         x = self.embed(tgt, offset)
         for i, block in enumerate(self.decoder):
@@ -380,16 +384,18 @@ class Transformer(nn.Module):
         memory, src_mask = self.encode(src)
         return self.decode(tgt, memory, src_mask)
 
-    def new_cache(self, memory: torch.Tensor, max_len: int) -> list[tuple[KVCache, KVCache]]:
-        """Empty self- and cross-attention caches, one pair per decoder layer."""
+    def new_cache(self, memory: torch.Tensor, max_len: int, beams: int = 1) -> list[tuple[KVCache, KVCache]]:
+        """Empty self- and cross-attention caches, one pair per decoder layer. With `beams` > 1
+        the self-attention caches hold each sentence's beams, the cross-attention caches each
+        sentence once (its beams read the same keys)."""
         b, s, d = memory.shape
         k = d // self.n_head
         # Under autocast the keys and values come out of bf16 matmuls while the memory (after a
         # LayerNorm) is fp32: the cache takes the matmuls' dtype, so appending never converts.
         device_type = memory.device.type
         dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else memory.dtype
-        make = lambda n: KVCache(b, self.n_head, n, k, memory.device, dtype)  # noqa: E731
-        return [(make(max_len), make(s)) for _ in self.decoder]
+        make = lambda rows, n: KVCache(rows, self.n_head, n, k, memory.device, dtype)  # noqa: E731
+        return [(make(b * beams, max_len), make(b, s)) for _ in self.decoder]
 
 
 def build_model(cfg: Config, vocab_size: int) -> nn.Module:

@@ -79,6 +79,20 @@ def test_cached_incremental_decoding_equals_full_forward():
     assert torch.allclose(torch.cat([first, rest], dim=1), full, atol=1e-5)
 
 
+def test_beams_sharing_one_memory_row_equal_a_memory_repeated_per_beam():
+    """Beam search keeps each sentence's memory once and folds its beams into extra queries."""
+    model = tiny()
+    src = collate([[5, 6, 7], [4, 5, 6, 7, 8]], [[1]])["src"]
+    tgt = ids(*[[START, 8 + j, 9, 10 + j] for j in range(6)])  # 2 sentences x 3 beams, each its own
+    memory, src_mask = model.encode(src)
+    repeated = model.decode(tgt, memory.repeat_interleave(3, 0), src_mask.repeat_interleave(3, 0))
+    assert torch.allclose(model.decode(tgt, memory, src_mask), repeated, atol=1e-5)
+    cache = model.new_cache(memory, tgt.size(1), beams=3)
+    steps = [model.decode(tgt[:, t : t + 1], memory, src_mask, cache) for t in range(tgt.size(1))]
+    assert torch.allclose(torch.cat(steps, dim=1), repeated, atol=1e-5)
+    assert cache[0][0].k.size(0) == 6 and cache[0][1].k.size(0) == 2
+
+
 def sources():
     return collate([[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16]], [[1]])["src"]
 

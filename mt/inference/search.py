@@ -62,20 +62,19 @@ def output_limits(src: torch.Tensor, model_max_len: int, max_len: int | None = N
 class Decoder:
     """The incremental decoding state of one model, or of an ensemble, over a batch of sources.
 
-    `step` gives (B, V) log-probabilities of the next token (an ensemble averages the models'
-    probabilities); `keep` selects rows, to follow beam search's choices or to drop finished
-    sentences so that later steps compute only what is still being decoded."""
+    `step` gives (B * beams, V) log-probabilities of the next token (an ensemble averages the
+    models' probabilities); `keep` selects rows, to follow beam search's choices or to drop
+    finished sentences so that later steps compute only what is still being decoded. The encoder
+    memory and the cross-attention caches hold each sentence once, whatever the number of beams."""
 
-    def __init__(self, models, src: torch.Tensor, steps: int, use_cache: bool = True, repeat: int = 1):
+    def __init__(self, models, src: torch.Tensor, steps: int, use_cache: bool = True, beams: int = 1):
         self.models = models if isinstance(models, (list, tuple)) else [models]
         self.memories, self.masks, self.caches = [], [], []
         for model in self.models:
             memory, mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
-            if repeat > 1:
-                memory, mask = memory.repeat_interleave(repeat, 0), mask.repeat_interleave(repeat, 0)
             self.memories.append(memory)
             self.masks.append(mask)
-            self.caches.append(model.new_cache(memory, steps) if use_cache else None)
+            self.caches.append(model.new_cache(memory, steps, beams) if use_cache else None)
 
     @property
     def cached(self) -> bool:
@@ -96,16 +95,17 @@ class Decoder:
             return outs[0]
         return torch.logsumexp(torch.stack(outs), dim=0) - math.log(len(outs))
 
-    def keep(self, rows: torch.Tensor, cross: bool = True) -> None:
-        """Keep batch rows `rows`, in that order. Beam search's reordering within a sentence leaves
-        the cross-attention keys alone (cross=False): they are the same for all its beams."""
+    def keep(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> None:
+        """Keep decoding rows `rows`, in that order, and, when sentences leave the batch, sentences
+        `sentences` of the memory (for greedy decoding the same as `rows`). Beam search's
+        reordering within a sentence leaves the memory alone: all its beams share it."""
         for i, cache in enumerate(self.caches):
-            if cross:
-                self.memories[i], self.masks[i] = self.memories[i][rows], self.masks[i][rows]
+            if sentences is not None:
+                self.memories[i], self.masks[i] = self.memories[i][sentences], self.masks[i][sentences]
             for self_cache, cross_cache in cache or []:
                 self_cache.reorder(rows)
-                if cross:
-                    cross_cache.reorder(rows)
+                if sentences is not None:
+                    cross_cache.reorder(sentences)
 
 
 @torch.no_grad()
@@ -178,7 +178,7 @@ def greedy_or_sample(
                 break
             if _worth_shrinking(finished, len(live)):
                 rows = (~done).nonzero().squeeze(1)
-                state.keep(rows)
+                state.keep(rows, rows)
                 live, nxt, done = live[rows], nxt[rows], done[rows]
         tokens = nxt[:, None]
     return [_until_end(row) for row in out.tolist()], score
@@ -236,7 +236,7 @@ def beam_search(
     k, device, b = beam, src.device, src.size(0)
     limits = output_limits(src, _max_positions(models), max_len)  # (B,)
     steps = int(limits.max())
-    state = Decoder(models, src, steps, use_cache, repeat=k)
+    state = Decoder(models, src, steps, use_cache, beams=k)
     result = _Finished(b, n_best, steps, device)
     finished = _Finished(b, n_best, steps, device)  # for the sentences still in the batch
     sent = torch.arange(b, device=device)  # the original index of each live sentence
@@ -251,10 +251,7 @@ def beam_search(
         n = sent.size(0)
         inputs = tokens if state.cached else torch.cat([torch.full_like(tokens, START), history[:, :t]], dim=1)
         logp = _only_end(state.step(inputs), (limits[sent] == t + 1).repeat_interleave(k))  # (n*K, V)
-        v = logp.size(1)
-        top_scores, top_idx = (scores.view(-1, 1) + logp).view(n, k * v).topk(2 * k, dim=1)  # (n, 2K)
-        origin = top_idx // v + torch.arange(n, device=device)[:, None] * k  # (n, 2K) rows they extend
-        token = top_idx % v
+        top_scores, origin, token = _best_extensions(scores, logp, 2 * k)  # (n, 2K) each
         ended = token == END
         lp = _length_penalty(t + 1, length_penalty)
         final = ended & first_k & ~done[:, None] & top_scores.isfinite()
@@ -265,7 +262,7 @@ def beam_search(
         scores, keep = torch.where(ended, float("-inf"), top_scores).topk(k, dim=1)  # (n, K): the K that go on
         done |= finished.scores[:, -1] >= scores[:, 0] / lp
         rows, new_tokens = origin.gather(1, keep), token.gather(1, keep)  # (n, K): the beams they extend
-        shrunk = False
+        live = None
         if (t + 1) % check_every == 0:
             n_done = int(done.sum())
             if n_done == n:
@@ -281,15 +278,27 @@ def beam_search(
                     rows[live],
                     new_tokens[live],
                 )
-                shrunk = True
         rows, new_tokens = rows.view(-1), new_tokens.view(-1)
         history = history[rows]
         history[:, t] = new_tokens
-        state.keep(rows, cross=shrunk)
+        state.keep(rows, live)
         tokens = new_tokens[:, None]
     _store(result, finished, sent, torch.arange(sent.size(0), device=device))
     ids = [[_until_end(h) for h in sentence] for sentence in result.ids.tolist()]
     return ids, result.scores
+
+
+def _best_extensions(scores: torch.Tensor, logp: torch.Tensor, count: int):
+    """The `count` best one-token extensions of each sentence's beams, from (n, K) beam scores and
+    (n*K, V) next-token log-probabilities: (n, count) total log-probabilities, the rows they extend
+    and their tokens. Only a beam's own `count` best tokens can be among them, so the beam scores
+    are added to those alone and the sentence-wide choice runs over K * count numbers, not K * V."""
+    n, k = scores.shape
+    top_logp, top_tokens = logp.topk(min(count, logp.size(1)), dim=1)  # (n*K, C)
+    best, pick = (scores.view(-1, 1) + top_logp).view(n, -1).topk(count, dim=1)  # (n, count)
+    per_beam = top_logp.size(1)
+    rows = pick // per_beam + torch.arange(n, device=scores.device)[:, None] * k
+    return best, rows, top_tokens.view(n, -1).gather(1, pick)
 
 
 def _store(result: _Finished, finished: _Finished, sent: torch.Tensor, rows: torch.Tensor) -> None:
