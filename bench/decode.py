@@ -1,5 +1,6 @@
 """Decoding speed side by side: mt (fp32 and int8) against CTranslate2 (int8) on the same trained
-weights and the same test set, greedy and beam 5, measured back to back in one run.
+weights and the same test set, greedy and beam 5, measured back to back in one run, each engine in
+a process of its own.
 
     pip install "mt[ctranslate2]"
     python bench/decode.py --model runs/fr_en                  # Multi30k test_2016_flickr, 1,000 sentences
@@ -11,6 +12,7 @@ bench/results/decode.json. Needs the corpus (downloaded, or MT_DATA_MIRROR).
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +37,35 @@ def timed(translator, src, options, batch_size, repeat):
     return best, hyp
 
 
+ENGINES = ["mt fp32", "mt int8", "CTranslate2 int8"]
+
+
+def load_engine(name: str, model: str, tmp: Path):
+    if name == "CTranslate2 int8":
+        export(model, tmp / "int8", "int8")
+        return CTranslate2Translator(tmp / "int8")
+    return Translator.load(model, "cpu", "int8" if name == "mt int8" else None)
+
+
+def engine_rows(args) -> list[dict]:
+    """Greedy and beam-5 rows of one engine (this process runs no other: CTranslate2's thread pool
+    and PyTorch's slowed each other by up to a quarter when they shared a 2-core machine's process)."""
+    cfg = Translator.load(args.model, "cpu").cfg
+    src, ref = columns(load_pairs(args.test, "test", cfg.data.src_lang, cfg.data.tgt_lang), "src", "tgt")
+    src, ref = src[: args.limit], ref[: args.limit]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        translator = load_engine(args.engine, args.model, Path(tmp))
+        for beam in (1, 5):
+            options = DecodeOptions(beam=beam, length_penalty=cfg.decode.length_penalty)
+            seconds, hyp = timed(translator, src, options, args.batch_size, args.repeat)
+            bleu = round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2)
+            rows.append({"engine": args.engine, "decoding": options.name, "seconds": round(seconds, 2), "bleu": bleu})
+            rows[-1]["sentences"] = len(src)
+            print(f"{args.engine:<17} {options.name:<7} {seconds:7.2f} s", file=sys.stderr)
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="runs/fr_en")
@@ -42,36 +73,22 @@ def main():
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--repeat", type=int, default=1, help="time each row this many times and keep the fastest")
     p.add_argument("--limit", type=int, help="only the first N sentences")
+    p.add_argument("--engine", choices=ENGINES, help=argparse.SUPPRESS)  # one engine's rows, as JSON
     args = p.parse_args()
-    base = Translator.load(args.model, "cpu")
-    cfg = base.cfg
-    src, ref = columns(load_pairs(args.test, "test", cfg.data.src_lang, cfg.data.tgt_lang), "src", "tgt")
-    src, ref = src[: args.limit], ref[: args.limit]
-    engines = {"mt fp32": base, "mt int8": Translator.load(args.model, "cpu", "int8")}
-    with tempfile.TemporaryDirectory() as tmp:
-        export(args.model, Path(tmp) / "int8", "int8")
-        engines["CTranslate2 int8"] = CTranslate2Translator(Path(tmp) / "int8")
-        rows = []
-        # Engine by engine, CTranslate2 last: once its thread pool had run, PyTorch decoding in the
-        # same process was about 25% slower on a 2-core machine (13.0 s against 16.6 s for beam 5).
-        for name, translator in engines.items():
-            for beam in (1, 5):
-                options = DecodeOptions(beam=beam, length_penalty=cfg.decode.length_penalty)
-                seconds, hyp = timed(translator, src, options, args.batch_size, args.repeat)
-                rows.append(
-                    {
-                        "engine": name,
-                        "decoding": options.name,
-                        "seconds": round(seconds, 2),
-                        "sentences_per_s": round(len(src) / seconds, 1),
-                        "bleu": round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2),
-                    }
-                )
-                print(f"{name:<17} {options.name:<7} {seconds:7.2f} s", file=sys.stderr)
+    if args.engine:
+        print(json.dumps(engine_rows(args)))
+        return
+    rows = []
+    for name in ENGINES:  # one after another, each in a fresh process
+        argv = [sys.executable, __file__, *sys.argv[1:], "--engine", name]
+        rows += json.loads(subprocess.run(argv, check=True, stdout=subprocess.PIPE).stdout)
+    src_count = rows[0]["sentences"]
+    for row in rows:
+        row["sentences_per_s"] = round(src_count / row["seconds"], 1)
     for row in rows:
         peer = next(r for r in rows if r["engine"] == "CTranslate2 int8" and r["decoding"] == row["decoding"])
         row["vs_ctranslate2_int8"] = round(row["seconds"] / peer["seconds"], 2)
-    print(f"\n{len(src)} sentences of {args.test}, batch {args.batch_size}, {describe(torch.device('cpu'))}")
+    print(f"\n{src_count} sentences of {args.test}, batch {args.batch_size}, {describe(torch.device('cpu'))}")
     print(f"{'engine':<18}{'decoding':<9}{'seconds':>9}{'sent/s':>9}{'BLEU':>7}{'x CT2 int8':>12}")
     for r in rows:
         print(
@@ -87,7 +104,7 @@ def main():
             {
                 "model": args.model,
                 "test": args.test,
-                "sentences": len(src),
+                "sentences": src_count,
                 "batch_size": args.batch_size,
                 "cpu": describe(torch.device("cpu")),
                 "torch": torch.__version__,
