@@ -26,7 +26,7 @@ from mt.bench import CPU_GPT
 from mt.config import load_config
 from mt.hardware import describe, pick_device
 from mt.inference.loading import load_run
-from mt.model import token_loss
+from mt.loss import token_loss
 from mt.training.lm_task import LanguageModelTask, read_corpus_text, split_text
 from mt.training.trainer import train
 

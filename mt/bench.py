@@ -24,7 +24,8 @@ from mt.config import load_config
 from mt.errors import UserError, cli_entry
 from mt.hardware import autocast, describe, pick_device, uses_bf16
 from mt.inference.search import beam_search, greedy_or_sample
-from mt.model import build_model, token_loss
+from mt.loss import token_loss
+from mt.model import build_model
 from mt.training.optim import make_optimizer
 
 # Peak dense bf16 tensor-core FLOP/s by device name; MFU is reported only for these.

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from mt.config import Config
 from mt.data.tokenizer import PAD
+from mt.loss import head_loss
 
 
 class KVCache:
@@ -374,15 +375,22 @@ class Transformer(nn.Module):
     def decode(self, tgt, memory, src_mask, cache: list[tuple[KVCache, KVCache]] | None = None):
         """(B, T) target ids -> (B, T, V) logits. With a cache, `tgt` holds only the new tokens.
         `memory` may hold B / N rows: then target rows i*N .. i*N+N-1 (beams) all read memory row i."""
+        return self.head(self._decoder_states(tgt, memory, src_mask, cache))
+
+    def _decoder_states(self, tgt, memory, src_mask, cache=None) -> torch.Tensor:  # (B, T, D), before the head
         offset = cache[0][0].len if cache else 0
         x = self.embed(tgt, offset)
         for i, block in enumerate(self.decoder):
             x = block(x, memory, src_mask, cache[i] if cache else None)
-        return self.head(self.ln_dec(x))
+        return self.ln_dec(x)
 
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:  # -> (B, T, V)
+    def forward(self, src, tgt, targets: torch.Tensor | None = None, label_smoothing: float = 0.0) -> torch.Tensor:
+        """(B, S) source and (B, T) target ids -> (B, T, V) logits; given (B, T) `targets`, the
+        mean loss per target token instead, without the logits ever existing whole (mt.loss)."""
         memory, src_mask = self.encode(src)
-        return self.decode(tgt, memory, src_mask)
+        if targets is None:
+            return self.decode(tgt, memory, src_mask)
+        return head_loss(self._decoder_states(tgt, memory, src_mask), self.head, targets, label_smoothing)
 
     def new_cache(self, memory: torch.Tensor, max_len: int, beams: int = 1) -> list[tuple[KVCache, KVCache]]:
         """Empty self- and cross-attention caches, one pair per decoder layer. With `beams` > 1
@@ -431,39 +439,3 @@ def positions(cfg: Config) -> int:
     """The encoder-decoder's positions: model.max_positions, or by default data.max_len + 1 (the
     source's <END> and the target's <START> / <END> around at most max_len tokens)."""
     return cfg.model.max_positions or cfg.data.max_len + 1
-
-
-class _SmoothedCrossEntropy(torch.autograd.Function):
-    """Label-smoothed cross-entropy over (N, V) logits in three passes over the logits instead of
-    the ten or so of F.cross_entropy's forward and backward: the log-softmax saved in the forward
-    becomes the gradient in place (softmax minus the smoothed target). Over an 8k vocabulary this
-    was a quarter of a CPU training step."""
-
-    @staticmethod
-    def forward(ctx, logits, targets, smoothing: float):
-        logp = torch.log_softmax(logits.float(), dim=-1)  # (N, V)
-        keep = targets != PAD
-        count = keep.sum().clamp(min=1)
-        per_token = -logp.gather(1, targets[:, None]).squeeze(1)  # (N,)
-        if smoothing:
-            per_token = (1 - smoothing) * per_token - smoothing * logp.mean(dim=-1)
-        ctx.save_for_backward(logp, targets, count)
-        ctx.smoothing, ctx.dtype = smoothing, logits.dtype
-        return (per_token * keep).sum() / count
-
-    @staticmethod
-    def backward(ctx, grad):
-        logp, targets, count = ctx.saved_tensors
-        eps = ctx.smoothing
-        g = logp.exp_()  # softmax, in the saved buffer: it is not needed again
-        if eps:
-            g.sub_(eps / g.size(1))
-        g.scatter_add_(1, targets[:, None], torch.full((targets.size(0), 1), eps - 1.0, device=g.device))
-        g.mul_(((targets != PAD) * (grad / count))[:, None])
-        return g.to(ctx.dtype), None, None
-
-
-def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Cross-entropy per target token, padding ignored; shared by training and scoring. Equal to
-    F.cross_entropy(..., ignore_index=PAD, label_smoothing=...) in value and gradient."""
-    return _SmoothedCrossEntropy.apply(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), float(label_smoothing))

@@ -2,7 +2,8 @@
 
 import torch
 
-from mt.model import GPT, Bigram, token_loss
+from mt.loss import token_loss
+from mt.model import GPT, Bigram
 
 
 def test_tiny_gpt_overfits_repeated_text():

@@ -5,7 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from mt.data.tokenizer import PAD
-from mt.model import token_loss
+from mt.loss import head_loss, token_loss
+from mt.model import Transformer
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
@@ -30,3 +31,41 @@ def test_token_loss_in_bf16_returns_a_bf16_gradient():
     loss = token_loss(logits, torch.tensor([1, 2, 3, PAD]), 0.1)
     loss.backward()
     assert loss.dtype == torch.float32 and logits.grad.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_head_loss_equals_the_output_layer_then_token_loss(bias, smoothing):
+    """Slices of 4 rows over 3 x 5 targets: one slice is short, and padding falls across slices."""
+    torch.manual_seed(0)
+    states = torch.randn(3, 5, 8, requires_grad=True)
+    head = torch.nn.Linear(8, 11, bias=bias)
+    targets = torch.randint(1, 11, (3, 5))
+    targets[0, 3:] = PAD
+    targets[2, 1] = PAD
+    params = [states, head.weight] + ([head.bias] if bias else [])
+    ours = head_loss(states, head, targets, smoothing, rows=4)
+    grads_ours = torch.autograd.grad(ours * 2.5, params)
+    reference = token_loss(head(states), targets, smoothing)
+    grads_ref = torch.autograd.grad(reference * 2.5, params)
+    assert torch.allclose(ours, reference, atol=1e-6)
+    for g, r in zip(grads_ours, grads_ref):
+        assert torch.allclose(g, r, atol=1e-6)
+    assert grads_ours[0][0, 3:].abs().max() == 0
+    with torch.no_grad():
+        assert torch.allclose(head_loss(states, head, targets, smoothing, rows=4), reference, atol=1e-6)
+
+
+def test_transformer_given_targets_returns_the_loss_of_its_logits():
+    torch.manual_seed(0)
+    model = Transformer(
+        vocab_size=13, max_len=16, enc_layers=1, dec_layers=1, n_head=2, d_model=8, d_ff=16, dropout=0.0, bias=True
+    )
+    src, tgt = torch.randint(4, 13, (2, 6)), torch.randint(4, 13, (2, 5))
+    targets = torch.randint(4, 13, (2, 5))
+    targets[1, 3:] = PAD
+    fused = model(src, tgt, targets=targets, label_smoothing=0.1)
+    (g_fused,) = torch.autograd.grad(fused, model.embed.tokens.weight)
+    plain = token_loss(model(src, tgt), targets, 0.1)
+    (g_plain,) = torch.autograd.grad(plain, model.embed.tokens.weight)
+    assert torch.allclose(fused, plain, atol=1e-6) and torch.allclose(g_fused, g_plain, atol=1e-6)

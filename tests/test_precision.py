@@ -10,7 +10,8 @@ import torch
 
 from mt.data.batching import collate
 from mt.hardware import autocast, cpu_has_bf16, uses_bf16
-from mt.model import GPT, Transformer, token_loss
+from mt.loss import token_loss
+from mt.model import GPT, Transformer
 
 V = 40
 
@@ -38,7 +39,7 @@ def random_batch(seed, n, longest, multiple=1):
 
 def loss_and_grads(model, batch):
     model.zero_grad()
-    loss = token_loss(model(batch["src"], batch["tgt_in"]), batch["tgt_out"])
+    loss = model(batch["src"], batch["tgt_in"], targets=batch["tgt_out"])  # the training path (mt.loss.head_loss)
     loss.backward()
     return loss.detach(), [p.grad.clone() for p in model.parameters()]
 

@@ -7,7 +7,8 @@ from mt.data.batching import collate
 from mt.data.tokenizer import END, START
 from mt.inference import search as decode
 from mt.inference.search import beam_search, greedy_or_sample
-from mt.model import Transformer, token_loss
+from mt.loss import token_loss
+from mt.model import Transformer
 
 V = 20
 

@@ -16,7 +16,7 @@ from mt.config import Config
 from mt.data import catalog
 from mt.data.tokenizer import Tokenizer, learn_tokenizer, load_tokenizer
 from mt.errors import UserError
-from mt.model import token_loss
+from mt.loss import token_loss
 from mt.training import init_from
 from mt.training.distributed import World
 

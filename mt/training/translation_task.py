@@ -27,7 +27,6 @@ from mt.data.corpora import (
 from mt.data.mixing import Mixture
 from mt.data.tokenizer import SentencePieceTokenizer, Tokenizer, learn_tokenizer, load_tokenizer
 from mt.errors import UserError
-from mt.model import token_loss
 from mt.training import init_from
 from mt.training.distributed import World
 
@@ -181,8 +180,7 @@ class TranslationTask:
         return batch["n_tokens"]
 
     def loss(self, model, batch: dict, label_smoothing: float = 0.0) -> torch.Tensor:
-        logits = model(batch["src"], batch["tgt_in"])  # (B, T, V)
-        return token_loss(logits, batch["tgt_out"], label_smoothing)
+        return model(batch["src"], batch["tgt_in"], targets=batch["tgt_out"], label_smoothing=label_smoothing)
 
     @torch.no_grad()
     def evaluate(self, model, autocast) -> dict:
