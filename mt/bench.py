@@ -25,7 +25,7 @@ from mt.errors import UserError, cli_entry
 from mt.hardware import autocast, describe, pick_device, uses_bf16
 from mt.inference.search import beam_search, greedy_or_sample
 from mt.loss import token_loss
-from mt.model import build_model
+from mt.model import Transformer, build_model
 from mt.training.optim import make_optimizer
 
 # Peak dense bf16 tensor-core FLOP/s by device name; MFU is reported only for these.
@@ -130,7 +130,10 @@ def measure_training(setting: dict, device: torch.device, precision: str, steps:
 
     def step():
         with autocast(device, precision):
-            loss = token_loss(model(*inputs), targets)
+            if isinstance(model, Transformer):  # the loss as training takes it (mt.loss.head_loss)
+                loss = model(*inputs, targets=targets)
+            else:
+                loss = token_loss(model(*inputs), targets)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
