@@ -101,12 +101,16 @@ class _HeadCrossEntropy(torch.autograd.Function):
 
 
 def head_loss(
-    states: torch.Tensor, head: torch.nn.Linear, targets: torch.Tensor, label_smoothing: float = 0.0, rows: int = 0
+    states: torch.Tensor,
+    head: torch.nn.Linear,
+    targets: torch.Tensor,
+    label_smoothing: float = 0.0,
+    rows: int = HEAD_ROWS,
 ) -> torch.Tensor:
     """token_loss(head(states), targets) for (..., D) states, taking the output layer `rows`
-    rows at a time (default HEAD_ROWS). Without gradients it computes the loss alone."""
+    rows at a time. Without gradients it computes the loss alone."""
     states, targets = states.reshape(-1, states.size(-1)), targets.reshape(-1)
-    rows, smoothing = rows or HEAD_ROWS, float(label_smoothing)
+    smoothing = float(label_smoothing)
     if torch.is_grad_enabled() and (states.requires_grad or head.weight.requires_grad):
         return _HeadCrossEntropy.apply(states, head.weight, head.bias, targets, smoothing, rows)
     total = sum(
