@@ -254,7 +254,7 @@ def sync(device: torch.device) -> None:
 
 
 @cli_entry
-def main(argv=None):
+def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m mt.bench", description=__doc__.split("\n\n")[1])
     p.add_argument("--quick", action="store_true", help="fewer steps and sentences, seconds-long quality runs (for CI)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -266,12 +266,38 @@ def main(argv=None):
     )
     p.add_argument("--no-quality", action="store_true", help="skip the time-to-quality training runs")
     p.add_argument("--out", default="bench/results/bench.json")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def print_tables(result: dict, decode_shape: str) -> None:
+    """The three tables: training speed, decoding speed, time to quality."""
+    print(f"\nmt.bench on {result['hardware']}, torch {result['torch']}, {result['precision']}\n")
+    print(f"{'training (random weights)':<26}{'shape':<52}{'step ms':>9}{'tokens/s':>11}{'TFLOP/s':>9}{'MFU':>7}")
+    for r in result["training"]:
+        mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
+        print(f"{r['model']:<26}{r['shape']:<52}{r['step_ms']:>9}{r['tokens_per_s']:>11,}{r['tflops']:>9}{mfu:>7}")
+    print(f"\n{'decoding (' + decode_shape + ')':<60}{'sent/s':>9}{'tokens/s':>10}{'out len':>9}{'peak MB':>9}")
+    for r in result["decoding"]:
+        label = f"{r['decoding']}, batch {r['batch']}, {'with' if r['kv_cache'] else 'without'} KV cache"
+        peak = r["peak_memory_mb"] if r["peak_memory_mb"] is not None else "n/a"
+        print(f"{label:<60}{r['sentences_per_s']:>9}{r['tokens_per_s']:>10,}{r['mean_output_tokens']:>9}{peak:>9}")
+    if result["quality"]:
+        print("\ntime to quality (wall time with evaluations; validation set)")
+    for r in result["quality"]:
+        if "skipped" in r:
+            print(f"{r['model']:<26}skipped: {r['skipped']}")
+            continue
+        digits = 3 if r["metric"] == "val_loss" else 2
+        points = "  ".join(f"{c['elapsed_s']:.0f}s {c[r['metric']]:.{digits}f}" for c in r["curve"])
+        print(f"{r['model']:<26}{r['metric']:<10}{points}")
+    print(f"\npeak resident memory of this process: {result['peak_rss_mb']:,} MB")
+
+
+def main(argv=None):
+    args = parse_args(argv)
     device = pick_device(args.device)
     on_gpu = device.type == "cuda"
     torch.manual_seed(0)
-    hardware = describe(device)
-    precision = "bf16 autocast" if uses_bf16(device, args.precision) else "fp32"
     steps = 3 if args.quick else 20
     training = [measure_training(s(on_gpu), device, args.precision, steps) for s in (gpt_setting, transformer_setting)]
     decode_setting = transformer_setting(False)  # the CPU-sized model decodes everywhere
@@ -280,45 +306,18 @@ def main(argv=None):
     quality = (
         [] if args.no_quality else [measure_quality(*run) for run in quality_runs(on_gpu, args.quick, args.precision)]
     )
-
-    print(f"\nmt.bench on {hardware}, torch {torch.__version__}, {precision}\n")
-    print(f"{'training (random weights)':<26}{'shape':<52}{'step ms':>9}{'tokens/s':>11}{'TFLOP/s':>9}{'MFU':>7}")
-    for r in training:
-        mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
-        print(f"{r['model']:<26}{r['shape']:<52}{r['step_ms']:>9}{r['tokens_per_s']:>11,}{r['tflops']:>9}{mfu:>7}")
-    print(
-        f"\n{'decoding (' + decode_setting['shape'].split(', batch')[0] + ')':<60}{'sent/s':>9}{'tokens/s':>10}"
-        f"{'out len':>9}{'peak MB':>9}"
-    )
-    for r in decoding:
-        label = f"{r['decoding']}, batch {r['batch']}, {'with' if r['kv_cache'] else 'without'} KV cache"
-        peak = r["peak_memory_mb"] if r["peak_memory_mb"] is not None else "n/a"
-        print(f"{label:<60}{r['sentences_per_s']:>9}{r['tokens_per_s']:>10,}{r['mean_output_tokens']:>9}{peak:>9}")
-    if quality:
-        print("\ntime to quality (wall time with evaluations; validation set)")
-    for r in quality:
-        if "skipped" in r:
-            print(f"{r['model']:<26}skipped: {r['skipped']}")
-            continue
-        points = "  ".join(
-            f"{c['elapsed_s']:.0f}s {c[r['metric']]:.3f}"
-            if r["metric"] == "val_loss"
-            else f"{c['elapsed_s']:.0f}s {c[r['metric']]:.2f}"
-            for c in r["curve"]
-        )
-        print(f"{r['model']:<26}{r['metric']:<10}{points}")
     cpu_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kB
-    print(f"\npeak resident memory of this process: {cpu_peak:,.0f} MB")
     result = {
-        "hardware": hardware,
+        "hardware": describe(device),
         "torch": torch.__version__,
-        "precision": precision,
+        "precision": "bf16 autocast" if uses_bf16(device, args.precision) else "fp32",
         "quick": args.quick,
         "training": training,
         "decoding": decoding,
         "quality": quality,
         "peak_rss_mb": round(cpu_peak),
     }
+    print_tables(result, decode_setting["shape"].split(", batch")[0])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(f"written to {args.out}", file=sys.stderr)
