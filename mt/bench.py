@@ -253,7 +253,6 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-@cli_entry
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m mt.bench", description=__doc__.split("\n\n")[1])
     p.add_argument("--quick", action="store_true", help="fewer steps and sentences, seconds-long quality runs (for CI)")
@@ -293,6 +292,7 @@ def print_tables(result: dict, decode_shape: str) -> None:
     print(f"\npeak resident memory of this process: {result['peak_rss_mb']:,} MB")
 
 
+@cli_entry
 def main(argv=None):
     args = parse_args(argv)
     device = pick_device(args.device)
