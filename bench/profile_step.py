@@ -100,16 +100,17 @@ def profile_precision(cfg, task, device, precision: str, steps: int, trace: Path
 
     def step(count: bool):
         nonlocal real, padded, tokens
-        with record_function("data"):
-            batch = next(batches)
-        if count:
-            tokens += batch["n_tokens"]
-            real += int((batch["src"] != PAD).sum()) + batch["n_tokens"]
-            padded += batch["src"].numel() + batch["tgt_out"].numel()
-        with record_function("forward+loss"), autocast(device, precision):
-            loss = task.loss(model, batch, tc.label_smoothing)
-        with record_function("backward"):
-            loss.backward()
+        for _ in range(tc.grad_accum):  # the step's micro-batches (equal weights here; the same work)
+            with record_function("data"):
+                batch = next(batches)
+            if count:
+                tokens += batch["n_tokens"]
+                real += int((batch["src"] != PAD).sum()) + batch["n_tokens"]
+                padded += batch["src"].numel() + batch["tgt_out"].numel()
+            with record_function("forward+loss"), autocast(device, precision):
+                loss = task.loss(model, batch, tc.label_smoothing)
+            with record_function("backward"):
+                (loss / tc.grad_accum).backward()
         with record_function("clip"):
             torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         with record_function("optimizer"):
