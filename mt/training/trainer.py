@@ -17,6 +17,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from mt import heap
 from mt.checkpoint import BEST, LAST, save_checkpoint
 from mt.config import Config
 from mt.hardware import autocast, inference_precision, pick_device, uses_bf16
@@ -140,15 +141,18 @@ def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.de
 
 def _conclude(trainer: Trainer, interrupted: bool) -> None:
     """Rank 0, once training is over: average the last snapshots, say where the run ended, report."""
-    cfg, state, task = trainer.cfg, trainer.state, trainer.task
+    cfg, state = trainer.cfg, trainer.state
     if not interrupted and cfg.train.average_last >= 2:
-        average_into_best(trainer.model, task, trainer.eval_precision, cfg, state, cfg.run_dir / "metrics.jsonl")
+        average_into_best(
+            trainer.model, trainer.task, trainer.eval_precision, cfg, state, cfg.run_dir / "metrics.jsonl"
+        )
     if state.best is not None:
         print(
-            f"done: step {state.step}, best {task.best_metric} {state.best:.4f}, run directory {cfg.run_dir}",
+            f"done: step {state.step}, best {trainer.task.best_metric} {state.best:.4f}, run directory {cfg.run_dir}",
             file=sys.stderr,
         )
     if cfg.train.report and (cfg.run_dir / BEST).is_file():
+        trainer.let_go()  # the report loads best.pt afresh: training's memory would only raise its peak
         report(cfg, cfg.run_dir, trainer.device)
 
 
@@ -182,6 +186,12 @@ class Trainer:
         )
         self.metrics: dict = {}  # the last evaluation's
         self.started = time.monotonic()
+
+    def let_go(self) -> None:
+        """Drop the model, optimizer and data, and hand their memory (and what the allocator kept
+        from the steps) back to the system; the trainer cannot train after this."""
+        self.task = self.model = self.train_model = self.optimizer = None
+        heap.give_back()
 
     def elapsed(self) -> float:
         return self.state.elapsed_s + time.monotonic() - self.started
