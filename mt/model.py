@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from mt.config import Config
 from mt.data.tokenizer import PAD
+from mt.dropout import Dropout
 from mt.loss import head_loss
 
 
@@ -77,7 +78,7 @@ class Attention(nn.Module):
         self.n_head, self.d_model, self.dropout = n_head, d_model, dropout
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
-        self.resid_dropout = nn.Dropout(dropout)
+        self.resid_dropout = Dropout(dropout)
         self.query: nn.Module | None = None  # cross-attention's query rows as a module of their own (int8 inference)
 
     def projection(self, part: str) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -136,7 +137,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.up = nn.Linear(d_model, d_ff, bias=bias)
         self.down = nn.Linear(d_ff, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.activation = activation
         self.act = ACTIVATIONS[activation]
 
@@ -223,7 +224,7 @@ class Embedding(nn.Module):
         self.tokens = nn.Embedding(vocab_size, d_model)
         self.positions = Positions(max_len, d_model, positions)
         self.scale = scale
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, idx: torch.Tensor, offset: int = 0) -> torch.Tensor:  # (B, T) -> (B, T, D)
         x = self.tokens(idx)
