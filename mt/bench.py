@@ -261,7 +261,7 @@ def parse_args(argv):
         "--precision",
         default="auto",
         choices=["auto", "fp32", "bf16"],
-        help="auto: bf16 autocast on CUDA, fp32 on CPU; bf16 pays on CPUs with AMX",
+        help="auto: bf16 autocast on CUDA and on CPUs with bf16 units (AMX or AVX-512 BF16), else fp32",
     )
     p.add_argument("--no-quality", action="store_true", help="skip the time-to-quality training runs")
     p.add_argument("--out", default="bench/results/bench.json")

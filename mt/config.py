@@ -99,7 +99,7 @@ class TrainConfig:
     patience: int | None = None  # stop after this many evaluations without improvement
     log_every: int = 10  # steps between progress-bar updates (each one syncs the device)
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA and bf16-unit CPUs, else fp32
     compile: bool = False
     average_last: int = 0  # >= 2: keep the last N evaluations' weights and average them when training stops
     report: bool = True  # at the end: score best on the test sets, translate the demo, write results.json
