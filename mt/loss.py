@@ -15,6 +15,11 @@ import torch.nn.functional as F
 from mt.data.tokenizer import PAD
 
 HEAD_ROWS = 1024  # rows of logits alive at once in head_loss: 32 MB in fp32 over an 8k vocabulary
+# Rows of fp32 log-probabilities per pass of the elementwise work: 4 MB over an 8k vocabulary, so
+# the passes after the first run in cache, and no allocation is large enough for glibc to map fresh
+# (zeroed, page-faulting) memory each time. Over 1,024 rows at once the same work took 3x as long.
+CHUNK_ROWS = 128
+ROW_MULTIPLE = 64  # on CPU head_loss rounds its row count up to this (_mostly_real_rows)
 
 
 def _smoothed_nll(logp: torch.Tensor, targets: torch.Tensor, smoothing: float) -> torch.Tensor:
@@ -33,6 +38,24 @@ def _logp_to_grad_(logp: torch.Tensor, targets: torch.Tensor, smoothing: float) 
         g.sub_(smoothing / g.size(1))
     g.scatter_add_(1, targets[:, None], torch.full((targets.size(0), 1), smoothing - 1.0, device=g.device))
     return g.mul_((targets != PAD)[:, None])
+
+
+def _loss_sum(logits: torch.Tensor, targets: torch.Tensor, smoothing: float) -> torch.Tensor:
+    """The summed loss of (N, V) logits, CHUNK_ROWS rows at a time in fp32."""
+    pieces = zip(logits.split(CHUNK_ROWS), targets.split(CHUNK_ROWS))
+    return sum(_smoothed_nll(torch.log_softmax(c.float(), dim=-1), t, smoothing).sum() for c, t in pieces)
+
+
+def _loss_and_grad_(logits: torch.Tensor, targets: torch.Tensor, smoothing: float) -> torch.Tensor:
+    """The summed loss of (N, V) logits, CHUNK_ROWS rows at a time in fp32; the logits are
+    overwritten with the gradient of that sum, in their own dtype."""
+    total = torch.zeros((), device=logits.device)
+    for start in range(0, logits.size(0), CHUNK_ROWS):
+        chunk, t = logits[start : start + CHUNK_ROWS], targets[start : start + CHUNK_ROWS]
+        logp = torch.log_softmax(chunk.float(), dim=-1)
+        total += _smoothed_nll(logp, t, smoothing).sum()
+        chunk.copy_(_logp_to_grad_(logp, t, smoothing))
+    return total
 
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
@@ -60,6 +83,12 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: flo
     return _SmoothedCrossEntropy.apply(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), float(label_smoothing))
 
 
+def _matmul_dtype(weight: torch.Tensor) -> torch.dtype:
+    """The dtype autocast would run a matmul with `weight` in: its own where autocast is off."""
+    kind = weight.device.type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else weight.dtype
+
+
 class _HeadCrossEntropy(torch.autograd.Function):
     """Output layer and loss over slices of rows. The loss ends the graph, so each slice's
     gradient is known (up to the incoming scale) while its logits are at hand: it is taken there
@@ -71,18 +100,20 @@ class _HeadCrossEntropy(torch.autograd.Function):
         count = (targets != PAD).sum().clamp(min=1)
         total = torch.zeros((), device=states.device)
         grad_states = torch.empty_like(states)
-        grad_weight = torch.zeros_like(weight)
-        grad_bias = torch.zeros_like(bias) if bias is not None else None
+        grad_weight = grad_bias = None
+        w = weight.to(_matmul_dtype(weight))  # cast once, not in each slice's three matmuls
         for start in range(0, states.size(0), rows):
             x, t = states[start : start + rows], targets[start : start + rows]
-            logits = F.linear(x, weight, bias)
-            logp = torch.log_softmax(logits.float(), dim=-1)
-            total += _smoothed_nll(logp, t, smoothing).sum()
-            g = _logp_to_grad_(logp, t, smoothing).to(logits.dtype)
-            grad_states[start : start + rows] = g @ weight.to(g.dtype)
-            grad_weight += g.t() @ x.to(g.dtype)
-            if grad_bias is not None:
-                grad_bias += g.sum(0)
+            g = F.linear(x, w, bias)  # the logits, overwritten with their gradient below
+            total += _loss_and_grad_(g, t, smoothing)
+            grad_states[start : start + rows] = g @ w.to(g.dtype)
+            part = (g.t() @ x.to(g.dtype)).float()
+            grad_weight = part if grad_weight is None else grad_weight.add_(part)
+            if bias is not None:
+                grad_bias = g.sum(0).float() if grad_bias is None else grad_bias.add_(g.sum(0))
+        if grad_weight is None:  # no rows
+            grad_weight = torch.zeros_like(weight)
+            grad_bias = torch.zeros_like(bias) if bias is not None else None
         ctx.save_for_backward(grad_states, grad_weight, grad_bias, count)
         return total / count
 
@@ -100,6 +131,20 @@ class _HeadCrossEntropy(torch.autograd.Function):
         )
 
 
+def _mostly_real_rows(states: torch.Tensor, targets: torch.Tensor, multiple: int | None = None):
+    """The rows with real targets, then padding rows up to a multiple of `multiple`: padding
+    counts zero in the loss, so its share of the largest matmuls is skipped, and the row count
+    takes a few values only (oneDNN builds and keeps a kernel for each matmul shape)."""
+    multiple = multiple or ROW_MULTIPLE
+    real = targets != PAD
+    n_real = int(real.sum())
+    keep = min(-(-max(n_real, 1) // multiple) * multiple, targets.numel())
+    if keep == targets.numel():
+        return states, targets
+    rows = torch.argsort(~real, stable=True)[:keep]  # real rows first, in order
+    return states[rows], targets[rows]
+
+
 def head_loss(
     states: torch.Tensor,
     head: torch.nn.Linear,
@@ -108,13 +153,13 @@ def head_loss(
     rows: int = HEAD_ROWS,
 ) -> torch.Tensor:
     """token_loss(head(states), targets) for (..., D) states, taking the output layer `rows`
-    rows at a time. Without gradients it computes the loss alone."""
+    rows at a time (on CPU over the rows with real targets, see _mostly_real_rows). Without
+    gradients it computes the loss alone."""
     states, targets = states.reshape(-1, states.size(-1)), targets.reshape(-1)
+    if states.device.type == "cpu":  # where selecting rows costs no host-device synchronisation
+        states, targets = _mostly_real_rows(states, targets)
     smoothing = float(label_smoothing)
     if torch.is_grad_enabled() and (states.requires_grad or head.weight.requires_grad):
         return _HeadCrossEntropy.apply(states, head.weight, head.bias, targets, smoothing, rows)
-    total = sum(
-        _smoothed_nll(torch.log_softmax(head(x).float(), dim=-1), t, smoothing).sum()
-        for x, t in zip(states.split(rows), targets.split(rows))
-    )
+    total = sum(_loss_sum(head(x), t, smoothing) for x, t in zip(states.split(rows), targets.split(rows)))
     return total / (targets != PAD).sum().clamp(min=1)

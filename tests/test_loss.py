@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import mt.loss
 from mt.data.tokenizer import PAD
 from mt.loss import head_loss, token_loss
 from mt.model import Transformer
@@ -35,8 +36,13 @@ def test_token_loss_in_bf16_returns_a_bf16_gradient():
 
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
-def test_head_loss_equals_the_output_layer_then_token_loss(bias, smoothing):
-    """Slices of 4 rows over 3 x 5 targets: one slice is short, and padding falls across slices."""
+@pytest.mark.parametrize("chunk_rows,row_multiple", [(128, 64), (3, 4), (3, 1)])
+def test_head_loss_equals_the_output_layer_then_token_loss(bias, smoothing, chunk_rows, row_multiple, monkeypatch):
+    """Slices of 4 rows over 3 x 5 targets: one slice is short, and padding falls across slices;
+    with chunks of 3 rows the elementwise passes also split each slice; with a row multiple of 4
+    or 1 the 11 real rows go in with one padding row or none (64: all 15 rows go in)."""
+    monkeypatch.setattr(mt.loss, "CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(mt.loss, "ROW_MULTIPLE", row_multiple)
     torch.manual_seed(0)
     states = torch.randn(3, 5, 8, requires_grad=True)
     head = torch.nn.Linear(8, 11, bias=bias)
@@ -69,3 +75,17 @@ def test_transformer_given_targets_returns_the_loss_of_its_logits():
     plain = token_loss(model(src, tgt), targets, 0.1)
     (g_plain,) = torch.autograd.grad(plain, model.embed.tokens.weight)
     assert torch.allclose(fused, plain, atol=1e-6) and torch.allclose(g_fused, g_plain, atol=1e-6)
+
+
+@pytest.mark.parametrize("multiple,expected_rows", [(4, 12), (1, 11), (64, 15)])
+def test_mostly_real_rows_keeps_every_real_row_and_rounds_the_count_up(multiple, expected_rows):
+    targets = torch.arange(1, 16).reshape(3, 5)
+    targets[0, 3:] = PAD
+    targets[2, 1:3] = PAD
+    states = torch.arange(15.0)[:, None].expand(15, 2)
+    rows_states, rows_targets = mt.loss._mostly_real_rows(states, targets.reshape(-1), multiple)
+    real = targets.reshape(-1)[targets.reshape(-1) != PAD]
+    assert len(rows_targets) == expected_rows
+    kept_real = rows_targets != PAD
+    assert torch.equal(rows_targets[kept_real], real)  # every real row, in order
+    assert torch.equal(rows_states[kept_real, 0].long() + 1, real)  # each with its own state
