@@ -5,6 +5,10 @@ similar size. Inside a training loop that is what makes steps fast; across a cha
 (training over, decoding the test sets next) the kept pages only add to the resident set, because
 the next phase asks for other sizes. `give_back` collects Python's garbage and asks glibc to return
 every whole free page; elsewhere (macOS, Windows, musl) it collects the garbage only.
+
+Within a phase the opposite holds: `keep_freed_memory` stops glibc from mapping each large tensor
+afresh and unmapping it when freed (its default for blocks above a threshold that moves between
+128 KB and 32 MB), which made every such tensor cost a page fault per 4 KB of zeroed memory.
 """
 
 from __future__ import annotations
@@ -14,19 +18,33 @@ import ctypes.util
 import functools
 import gc
 
+# mallopt's parameters, from glibc's malloc.h
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD = 32 * 2**20  # glibc's largest: blocks up to 32 MB come from the heap, reused when freed
+TRIM_THRESHOLD = 2**30  # free memory at the heap's top kept for the next step, not handed back
+
 
 @functools.cache
-def _malloc_trim():
-    """glibc's `malloc_trim`, or None where the C library has none."""
-    name = ctypes.util.find_library("c")
+def _libc_function(name: str):
+    """A function of glibc, or None where the C library has no such function."""
+    lib = ctypes.util.find_library("c")
     try:
-        return ctypes.CDLL(name).malloc_trim if name else None
+        return getattr(ctypes.CDLL(lib), name) if lib else None
     except (OSError, AttributeError):
         return None
+
+
+def keep_freed_memory() -> bool:
+    """Have glibc keep freed blocks up to 32 MB for reuse (a training loop frees and asks for the
+    same sizes every step) instead of mapping and zeroing them anew; True where glibc took it."""
+    mallopt = _libc_function("mallopt")
+    if mallopt is None:
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) & bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
 
 
 def give_back() -> bool:
     """Collect garbage, then return free heap pages to the system; True if glibc released any."""
     gc.collect()
-    trim = _malloc_trim()
+    trim = _libc_function("malloc_trim")
     return bool(trim(0)) if trim is not None else False

@@ -51,6 +51,7 @@ def train(cfg: Config, resume: bool = False) -> dict:
     its data threads and then its writers, then the process group is destroyed, then the run lock
     is released, so that no second training can start in the directory before this one is done."""
     world, device = distributed.init(pick_device(cfg.train.device))
+    heap.keep_freed_memory()  # steps free and ask for the same sizes: reuse them (mt/heap.py)
     lock = RunLock(cfg.run_dir)
     try:
         distributed.main_first(world, device, lock.acquire)
