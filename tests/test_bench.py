@@ -1,5 +1,6 @@
 """The benchmark entry point runs in its quick mode and reports every row; timings are never asserted."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -71,3 +72,40 @@ def test_profile_step_splits_a_training_step(tmp_path):
         assert sum(kinds.values()) <= (phases["forward+loss"] + phases["backward"]) * 1.05
         assert 0 < r["real_token_share"] <= 1 and r["target_tokens_per_s"] > 0
     assert "matmul" in result.stdout and "outside operators" in result.stdout
+
+
+def test_train_speed_reads_a_progress_bar():
+    spec = importlib.util.spec_from_file_location("train_speed", "bench/train_speed.py")
+    train_speed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train_speed)
+    readings = train_speed.readings
+
+    bar = "  5/70 [00:09<01:51, tok_s=1,100]\r 10/70 [00:17<01:40, loss=5.1, tok_s=1,805]\r"
+    bar += " 20/70 [00:33, tok_s=2,012]\n"
+    assert readings(bar, 10) == [1805.0, 2012.0]
+    assert readings("no bar here", 0) == []
+
+
+def test_train_speed_compares_a_revision_with_the_working_tree(tmp_path):
+    """bench/train_speed.py on a tiny model: HEAD (in a git worktree) and the working tree, one
+    round each, every run with a tokens/s reading and a peak RSS; the first revision is 1.0x."""
+    from conftest import TINY_MODEL, synthetic_corpus
+
+    spec = synthetic_corpus(tmp_path, 400)
+    out = tmp_path / "speed.json"
+    overrides = [*TINY_MODEL, f"data.train=[{spec}]", f"data.valid={spec}", f"data.test={spec}", "train.log_every=2"]
+    result = subprocess.run(
+        [sys.executable, "bench/train_speed.py", *overrides, "--rev", "HEAD", "--rev", ".", "--steps", "6"]
+        + ["--skip", "2", "--rounds", "1", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    revisions = json.loads(out.read_text())["revisions"]
+    assert [r["rev"] for r in revisions] == ["HEAD", "."] and revisions[0]["ratio"] == 1.0
+    for r in revisions:
+        (run,) = r["runs"]
+        assert run["tokens_per_s"] > 0 and run["peak_rss_mb"] > 100  # torch alone is over 200 MB
+    assert "target tokens/s" in result.stdout
