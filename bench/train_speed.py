@@ -42,8 +42,8 @@ def run_once(tree: Path, args, out_dir: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}  # the tree's mt, not the installed one
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        _, status, usage = os.wait4(proc.pid, 0)  # reaps the child with its own rusage (peak RSS)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen knows it was reaped
         err.seek(0)
         progress = err.read()
     if proc.returncode != 0:

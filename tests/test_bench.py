@@ -43,21 +43,35 @@ def test_bench_quick_prints_table_and_writes_json(tmp_path):
     assert loss == sorted(loss, reverse=True)  # the char model learns within its 100 steps
 
 
-def test_profile_step_splits_a_training_step(tmp_path):
-    """bench/profile_step.py on a tiny model: every phase and the matmuls are timed, the parts fit
-    inside the step, and the real-token share is a share."""
+def tiny_translation(tmp_path) -> list[str]:
+    """Overrides for a tiny translation model on a synthetic corpus."""
     from conftest import TINY_MODEL, synthetic_corpus
 
     spec = synthetic_corpus(tmp_path, 400)
+    return [*TINY_MODEL, f"data.train=[{spec}]", f"data.valid={spec}", f"data.test={spec}"]
+
+
+def run_bench(script: str, *args, out) -> subprocess.CompletedProcess:
+    """A bench/ script run as a user would, writing its JSON to `out`."""
+    command = [sys.executable, script, *args, "--out", str(out)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_profile_step_splits_a_training_step(tmp_path):
+    """bench/profile_step.py on a tiny model: every phase and the matmuls are timed, the parts fit
+    inside the step, and the real-token share is a share."""
     out = tmp_path / "profile.json"
-    overrides = [*TINY_MODEL, f"data.train=[{spec}]", f"data.valid={spec}", f"data.test={spec}"]
-    result = subprocess.run(
-        [sys.executable, "bench/profile_step.py", "recipes/fr_en.yaml", *overrides, "--steps", "3"]
-        + ["--precision", "fp32", "bf16", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    overrides = tiny_translation(tmp_path)
+    result = run_bench(
+        "bench/profile_step.py",
+        "recipes/fr_en.yaml",
+        *overrides,
+        "--steps",
+        "3",
+        "--precision",
+        "fp32",
+        "bf16",
+        out=out,
     )
     assert result.returncode == 0, result.stderr
     rows = json.loads(out.read_text())["rows"]
@@ -89,18 +103,22 @@ def test_train_speed_reads_a_progress_bar():
 def test_train_speed_compares_a_revision_with_the_working_tree(tmp_path):
     """bench/train_speed.py on a tiny model: HEAD (in a git worktree) and the working tree, one
     round each, every run with a tokens/s reading and a peak RSS; the first revision is 1.0x."""
-    from conftest import TINY_MODEL, synthetic_corpus
-
-    spec = synthetic_corpus(tmp_path, 400)
     out = tmp_path / "speed.json"
-    overrides = [*TINY_MODEL, f"data.train=[{spec}]", f"data.valid={spec}", f"data.test={spec}", "train.log_every=2"]
-    result = subprocess.run(
-        [sys.executable, "bench/train_speed.py", *overrides, "--rev", "HEAD", "--rev", ".", "--steps", "6"]
-        + ["--skip", "2", "--rounds", "1", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    overrides = [*tiny_translation(tmp_path), "train.log_every=2"]
+    result = run_bench(
+        "bench/train_speed.py",
+        *overrides,
+        "--rev",
+        "HEAD",
+        "--rev",
+        ".",
+        "--steps",
+        "6",
+        "--skip",
+        "2",
+        "--rounds",
+        "1",
+        out=out,
     )
     assert result.returncode == 0, result.stderr
     revisions = json.loads(out.read_text())["revisions"]
