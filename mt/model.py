@@ -253,7 +253,7 @@ def _init_transformer(model: nn.Module, d_model: int) -> None:
     (scaled by sqrt(D) on input, so about unit size there and unit-size logits through the tied
     output), zero biases. Against GPT-2's N(0, 0.02) this learns several times faster per step for
     the 256-wide CPU model: Adam moves every weight by about the learning rate per step, which
-    swamps weights as small as 0.02 (see the README's learning curves)."""
+    swamps weights as small as 0.02 (docs/results.md, "Why the recipe initialises as it does")."""
     for name, p in model.named_parameters():
         if name.endswith("bias") or ".ln_" in name or name.startswith("ln_"):
             continue
