@@ -44,9 +44,9 @@ def load_checkpoint(path: Path) -> dict:
         ) from None
     except (RuntimeError, EOFError, ValueError, OSError) as e:
         hint = "; --resume can restart from best.pt's weights only by training anew" if path.name == LAST else ""
+        reason = str(e).splitlines()[0].split(". ")[0][:120]  # the loader's first sentence, not its advice
         raise UserError(
-            f"{path} is damaged or not a checkpoint ({str(e).splitlines()[0][:120]}); "
-            f"copy it again or use another checkpoint{hint}"
+            f"{path} is damaged or not a checkpoint ({reason}); copy it again or use another checkpoint{hint}"
         ) from None
     if not isinstance(state, dict):
         raise UserError(f"{path} is not a checkpoint written by mt.train")
