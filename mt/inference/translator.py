@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from mt import heap
 from mt.data.tokenizer import END
 from mt.errors import UserError
 from mt.hardware import autocast, inference_precision, pick_device
@@ -43,6 +44,9 @@ class Translator:
     def load(cls, run_dir=DEFAULT_MODEL, device: str = "cpu", quantize: str | None = None) -> Translator:
         """Load a run directory (several: an ensemble averaging their probabilities at each step);
         quantize="int8" quantizes the Linear layers for CPU inference."""
+        # Each batch's caches and logits are tens of MB: without this glibc maps them afresh and
+        # unmaps them when freed, and beam search spent a sixth of its time in page faults.
+        heap.keep_freed_memory()
         device = pick_device(device)
         cfg, tokenizer, models = load_models(run_dir, device, quantize)
         return cls(cfg, tokenizer, models, device)
