@@ -27,20 +27,27 @@ from mt.loss import head_loss
 
 
 class KVCache:
-    """Preallocated keys and values for one attention layer, filled as decoding advances."""
+    """Preallocated keys and values for one attention layer, filled as decoding advances.
+
+    Stored (B, L, H, K): each row's filled positions are one contiguous block, so the copies of
+    beam search's reordering are one memcpy per row, not one per head."""
 
     def __init__(self, batch: int, n_head: int, max_len: int, head_dim: int, device, dtype):
-        self.k = torch.empty(batch, n_head, max_len, head_dim, device=device, dtype=dtype)
+        self.k = torch.empty(batch, max_len, n_head, head_dim, device=device, dtype=dtype)
         self.v = torch.empty_like(self.k)
         self.spare: tuple[torch.Tensor, torch.Tensor] | None = None  # reorder's second buffer
         self.len = 0
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        t = k.size(2)
-        self.k[:, :, self.len : self.len + t] = k
-        self.v[:, :, self.len : self.len + t] = v
+        """Add (B, T, H, K) keys and values; returns everything held so far as (B, H, L, K) views."""
+        t = k.size(1)
+        self.k[:, self.len : self.len + t] = k
+        self.v[:, self.len : self.len + t] = v
         self.len += t
-        return self.k[:, :, : self.len], self.v[:, :, : self.len]
+        return self.keys_values()
+
+    def keys_values(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.k[:, : self.len].transpose(1, 2), self.v[:, : self.len].transpose(1, 2)
 
     def reorder(self, index: torch.Tensor) -> None:
         """Keep rows `index` of the batch (beam search reorders hypotheses; finished sentences
@@ -50,8 +57,8 @@ class KVCache:
             self.spare = (torch.empty_like(self.k), torch.empty_like(self.v))
         rows, n = index.numel(), self.len
         k, v = self.spare[0][:rows], self.spare[1][:rows]  # rows only ever shrink: the buffers fit
-        torch.index_select(self.k[:, :, :n], 0, index, out=k[:, :, :n])
-        torch.index_select(self.v[:, :, :n], 0, index, out=v[:, :, :n])
+        torch.index_select(self.k[:, :n], 0, index, out=k[:, :n])
+        torch.index_select(self.v[:, :n], 0, index, out=v[:, :n])
         self.spare, self.k, self.v = (self.k, self.v), k, v
 
 
@@ -90,27 +97,33 @@ class Attention(nn.Module):
         bias = self.qkv.bias[rows[0] : rows[1]] if self.qkv.bias is not None else None
         return self.qkv.weight[rows[0] : rows[1]], bias
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+    def _rows(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
-        return x.view(b, t, self.n_head, -1).transpose(1, 2)  # (B, T, D) -> (B, H, T, K)
+        return x.view(b, t, self.n_head, -1)  # (B, T, D) -> (B, T, H, K)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        return self._rows(x).transpose(1, 2)  # (B, T, D) -> (B, H, T, K)
 
     def forward(self, x, memory=None, mask=None, causal: bool = False, cache: KVCache | None = None):
         b, t, d = x.shape
         if memory is None:
             q, k, v = self.qkv(x).split(d, dim=2)  # 3 x (B, T, D)
-            k, v = self._heads(k), self._heads(v)
             if cache is not None:
-                k, v = cache.append(k, v)  # (B, H, L, K): everything decoded so far
+                k, v = cache.append(self._rows(k), self._rows(v))  # (B, H, L, K): everything decoded so far
+            else:
+                k, v = self._heads(k), self._heads(v)
         else:
             (w_q, b_q), (w_kv, b_kv) = self.projection("q"), self.projection("kv")
             q = self.query(x) if self.query is not None else F.linear(x, w_q, b_q)
             if cache is not None and cache.len:  # memory keys/values were computed at the first step
-                k, v = cache.k, cache.v
+                k, v = cache.keys_values()
             else:
                 k, v = F.linear(memory, w_kv, b_kv).split(d, dim=2)  # 2 x (B, S, D)
-                k, v = self._heads(k), self._heads(v)
-                if cache is not None:
-                    cache.append(k, v)
+                k, v = (
+                    cache.append(self._rows(k), self._rows(v))
+                    if cache is not None
+                    else (self._heads(k), self._heads(v))
+                )
         group = b // k.size(0)
         if group > 1:  # beam search: a sentence's beams share its memory, so they become more queries
             q = q.reshape(k.size(0), group * t, d)
