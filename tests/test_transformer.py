@@ -7,6 +7,7 @@ from mt.data.batching import collate
 from mt.data.tokenizer import END, START
 from mt.inference import search as decode
 from mt.inference.search import beam_search, greedy_or_sample
+from mt.inference.selection import argmax_rows
 from mt.loss import token_loss
 from mt.model import Transformer
 
@@ -106,6 +107,14 @@ def test_beam_one_equals_greedy_and_top_k_one_equals_greedy():
     top1, _ = greedy_or_sample(model, sources(), temperature=1.0, top_k=1, generator=g)
     assert greedy == beam1 == top1
     assert all(len(x) > 0 for x in greedy)
+
+
+@pytest.mark.parametrize("vocab", [20, 8000, 7919])  # 7919 is prime: no blocks, plain argmax
+def test_blockwise_argmax_is_argmax_even_among_ties(vocab):
+    torch.manual_seed(0)
+    cases = [torch.randn(7, vocab), torch.randint(0, 3, (7, vocab)).float(), torch.full((7, vocab), float("-inf"))]
+    for scores in cases:  # random, many equal maxima (the first one wins), nothing finite
+        assert torch.equal(argmax_rows(scores), scores.argmax(dim=-1))
 
 
 def test_beam_search_finds_a_score_at_least_greedys():

@@ -8,6 +8,7 @@ import math
 import torch
 
 from mt.data.tokenizer import END, PAD, START
+from mt.inference.selection import argmax_rows
 
 
 def pick_next(
@@ -187,7 +188,7 @@ def greedy_or_sample(
 def _greedy_pick(logits: torch.Tensor, forced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Greedy without a log-softmax over the vocabulary: the argmax of the (B, V) logits, and its
     log-probability as its logit minus their logsumexp (0 where <END> is forced)."""
-    nxt = torch.where(forced, END, logits.argmax(dim=-1))
+    nxt = torch.where(forced, END, argmax_rows(logits))
     gain = logits.gather(1, nxt[:, None]).squeeze(1) - logits.logsumexp(dim=-1)
     return nxt, torch.where(forced, 0.0, gain)
 
