@@ -4,13 +4,16 @@ through the real commands on the session's tiny trained model."""
 import json
 import re
 import shutil
+import time
 
 import pytest
+import torch
 from conftest import cli
 
 from mt.errors import UserError
 from mt.inference.decode_options import DecodeOptions
 from mt.inference.translator import Translator
+from mt.inference.workers import map_batches
 
 SOURCES = ["le chat noir", "le chien blanc", "la femme rouge", "le petit enfant", "le homme noir", "un chat"]
 
@@ -187,3 +190,41 @@ def test_the_python_api_takes_any_string_and_refuses_bad_options_in_one_line(tra
 
     any_text()
     any_option()
+
+
+def test_batches_decoded_side_by_side_give_the_outputs_of_one_at_a_time(translator):
+    """Workers split the intra-op threads: with one thread in all, every batch runs on one thread
+    either way, so the hypotheses and their scores must be equal to the last bit. The setting of
+    threads comes back after the workers are done, and a sampling seed still gives one answer."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for options in (DecodeOptions(beam=1), DecodeOptions(beam=3, n_best=2)):
+            alone = translator.translate(SOURCES, options, batch_size=2, workers=1, hypotheses=True)
+            side_by_side = translator.translate(SOURCES, options, batch_size=2, workers=3, hypotheses=True)
+            assert [[(h.ids, h.score) for h in n] for n in alone] == [
+                [(h.ids, h.score) for h in n] for n in side_by_side
+            ]
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+    sample = DecodeOptions(beam=1, temperature=1.0, seed=5)
+    draws = [translator.translate(SOURCES, sample, batch_size=2, workers=workers) for workers in (1, 3)]
+    assert draws[0] == draws[1]
+    assert torch.get_num_threads() == threads
+
+
+def test_a_failing_batch_stops_the_workers_with_its_error():
+    calls = []
+
+    def decode(batch):
+        calls.append(batch)
+        if batch == 1:
+            raise ValueError("batch 1 failed")
+        time.sleep(0.05)  # the others take a while, as real batches do
+        return batch
+
+    with pytest.raises(ValueError, match="batch 1 failed"):
+        map_batches(decode, list(range(50)), workers=2)
+    assert len(calls) < 50  # the batches not yet started were dropped
+    assert map_batches(lambda b: b * 2, [1, 2, 3], workers=2) == [2, 4, 6]

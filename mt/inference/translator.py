@@ -7,6 +7,7 @@ returns one string per input, in order, or the n best hypotheses with their scor
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from mt.hardware import autocast, inference_precision, pick_device
 from mt.inference.decode_options import DecodeOptions
 from mt.inference.loading import DEFAULT_MODEL, load_models
 from mt.inference.search import beam_search, greedy_or_sample, target_logprobs
+from mt.inference.workers import default_workers, map_batches
 
 
 @dataclass
@@ -84,32 +86,42 @@ class Translator:
         use_cache: bool = True,
         warn_truncated: bool = True,
         hypotheses: bool = False,
+        workers: int | None = None,
         **changes,
     ) -> list[str] | list[list[Hypothesis]]:
         """Translate `sentences` with `options` (default: the recipe's decode section), changed by
         any keyword named like an option (beam=1, temperature=0.8, ...). Returns one string per
-        sentence, or with hypotheses=True each sentence's n_best Hypothesis objects, best first."""
+        sentence, or with hypotheses=True each sentence's n_best Hypothesis objects, best first.
+        Batches are decoded `workers` at a time (default on a CPU: one per intra-op thread; sampling
+        decodes one batch at a time, so that a seed gives the same samples: mt/inference/workers.py)."""
         o = (options or self.options).replace(**changes)
         if batch_size <= 0:
             raise UserError(f"batch size must be positive, got {batch_size}")
         generator = torch.Generator(device=self.device).manual_seed(o.seed)
         found = [[Hypothesis("", 0.0, [])] for _ in sentences]  # empty in, empty out
-        for rows, src in self.batches(self.encode(sentences, warn_truncated), batch_size):
-            with autocast(self.device, inference_precision(self.device)):
-                if o.beam > 1:
-                    ids, scores = beam_search(
-                        self.models, src, o.beam, o.length_penalty, use_cache, o.max_len, o.n_best
-                    )
-                else:  # greedy or sampling: the plain loop, without beam search's reordering
-                    best, score = greedy_or_sample(
-                        self.models, src, o.temperature, o.top_k, o.top_p, generator, use_cache, o.max_len
-                    )
-                    ids, scores = [[x] for x in best], score[:, None]
+        jobs = list(self.batches(self.encode(sentences, warn_truncated), batch_size))
+        if o.sampling:  # the batches draw from one generator in turn
+            workers = 1
+        elif workers is None:
+            workers = default_workers(self.device, len(jobs))
+        search = functools.partial(self._search, o, use_cache, generator)
+        for (rows, _), (ids, scores) in zip(jobs, map_batches(search, [src for _, src in jobs], workers)):
             for i, outs, row_scores in zip(rows, ids, scores.tolist()):
                 found[i] = [
                     Hypothesis(self.tokenizer.decode(x), s, x, self.pieces(x)) for x, s in zip(outs, row_scores)
                 ]
         return found if hypotheses else [h[0].text for h in found]
+
+    def _search(self, o: DecodeOptions, use_cache: bool, generator, src: torch.Tensor):
+        """One batch's n-best ids and (B, N) scores."""
+        with autocast(self.device, inference_precision(self.device)):  # autocast is per thread: set it here
+            if o.beam > 1:
+                return beam_search(self.models, src, o.beam, o.length_penalty, use_cache, o.max_len, o.n_best)
+            # greedy or sampling: the plain loop, without beam search's reordering
+            best, score = greedy_or_sample(
+                self.models, src, o.temperature, o.top_k, o.top_p, generator, use_cache, o.max_len
+            )
+            return [[x] for x in best], score[:, None]
 
     def pieces(self, ids: list[int]) -> list[str]:
         piece = getattr(self.tokenizer, "id_to_piece", None)  # subword tokenizers
