@@ -115,7 +115,9 @@ def export(run_dir: str | Path, out_dir: str | Path, quantization: str | None = 
 class CTranslate2Translator:
     """An exported model behind the same `translate` call as mt's Translator."""
 
-    def __init__(self, model_dir: str | Path, device: str = "cpu", threads: int = 0):
+    def __init__(self, model_dir: str | Path, device: str = "cpu", threads: int = 0, workers: int = 1):
+        """`workers` batches decoded at once (CTranslate2's inter_threads), sharing `threads`
+        (default: PyTorch's intra-op threads) between them."""
         ctranslate2 = require_extra("ctranslate2", "ctranslate2", "the CTranslate2 engine")
         model_dir = Path(model_dir)
         if not (model_dir / "model.bin").is_file() or not (model_dir / CONFIG_FILE).is_file():
@@ -129,7 +131,10 @@ class CTranslate2Translator:
         self.max_src_tokens = positions(self.cfg) - 1  # room for the source's <END>
         threads = threads or torch.get_num_threads()
         self.engine = ctranslate2.Translator(
-            str(model_dir), device="cuda" if device == "cuda" else "cpu", intra_threads=threads, inter_threads=1
+            str(model_dir),
+            device="cuda" if device == "cuda" else "cpu",
+            intra_threads=max(1, threads // workers),
+            inter_threads=workers,
         )
 
     def translate(
