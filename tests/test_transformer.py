@@ -213,3 +213,24 @@ def test_n_best_lists_are_sorted_and_start_with_the_one_best():
     many, scores = beam_search(model, sources(), beam=4, n_best=3)
     assert [n[0] for n in many] == [n[0] for n in one] and torch.allclose(scores[:, 0], one_score[:, 0])
     assert (scores[:, :-1] >= scores[:, 1:]).all() and all(len(n) == 3 for n in many)
+
+
+def test_int8_model_calls_the_quantized_operator_directly_with_the_same_results():
+    import copy
+    import warnings
+
+    from mt.inference.quantize import Int8Linear, _split_cross_queries, quantize_int8
+
+    model = tiny()
+    reference = copy.deepcopy(model)
+    _split_cross_queries(reference)
+    names = {n for n, m in reference.named_modules() if isinstance(m, torch.nn.Linear) and not n.endswith("cross.qkv")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = torch.ao.quantization.quantize_dynamic(reference, names, dtype=torch.qint8)
+    thin = quantize_int8(model)
+    assert sum(isinstance(m, Int8Linear) for m in thin.modules()) == len(names)
+    assert not any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in thin.modules())
+    src, tgt = sources(), ids([START, 5, 6], [START, 7, 8], [START, 9, 10])
+    with torch.no_grad():
+        assert torch.equal(thin(src, tgt), reference(src, tgt))
