@@ -27,24 +27,39 @@ from mt.loss import head_loss
 
 
 class KVCache:
-    """Preallocated keys and values for one attention layer, filled as decoding advances.
+    """Keys and values for one attention layer, filled as decoding advances.
 
     Stored (B, L, H, K): each row's filled positions are one contiguous block, so the copies of
-    beam search's reordering are one memcpy per row, not one per head."""
+    beam search's reordering are one memcpy per row, not one per head. The buffer starts with
+    room for `initial` positions and doubles when full, up to `max_len`: outputs mostly end long
+    before their length limit, and a buffer sized for the limit held several times the memory."""
 
-    def __init__(self, batch: int, n_head: int, max_len: int, head_dim: int, device, dtype):
-        self.k = torch.empty(batch, max_len, n_head, head_dim, device=device, dtype=dtype)
+    def __init__(self, batch: int, n_head: int, max_len: int, head_dim: int, device, dtype, initial: int | None = None):
+        room = max_len if initial is None else min(initial, max_len)
+        self.k = torch.empty(batch, room, n_head, head_dim, device=device, dtype=dtype)
         self.v = torch.empty_like(self.k)
+        self.max_len = max_len
         self.spare: tuple[torch.Tensor, torch.Tensor] | None = None  # reorder's second buffer
         self.len = 0
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add (B, T, H, K) keys and values; returns everything held so far as (B, H, L, K) views."""
         t = k.size(1)
+        if self.len + t > self.k.size(1):
+            self._grow(self.len + t)
         self.k[:, self.len : self.len + t] = k
         self.v[:, self.len : self.len + t] = v
         self.len += t
         return self.keys_values()
+
+    def _grow(self, length: int) -> None:
+        room = min(self.max_len, max(length, 2 * self.k.size(1)))
+        if length > room:
+            raise ValueError(f"position {length} is beyond the cache's {self.max_len} positions")
+        k = self.k.new_empty(self.k.size(0), room, *self.k.shape[2:])
+        v = torch.empty_like(k)
+        k[:, : self.len], v[:, : self.len] = self.k[:, : self.len], self.v[:, : self.len]
+        self.k, self.v, self.spare = k, v, None  # the spare is made anew at the new size when needed
 
     def keys_values(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.k[:, : self.len].transpose(1, 2), self.v[:, : self.len].transpose(1, 2)
@@ -60,6 +75,9 @@ class KVCache:
         torch.index_select(self.k[:, :n], 0, index, out=k[:, :n])
         torch.index_select(self.v[:, :n], 0, index, out=v[:, :n])
         self.spare, self.k, self.v = (self.k, self.v), k, v
+
+
+CACHE_START = 32  # positions a self-attention cache holds before it first grows
 
 
 def _sdpa(q, k, v, **kwargs) -> torch.Tensor:
@@ -416,8 +434,8 @@ class Transformer(nn.Module):
         # LayerNorm) is fp32: the cache takes the matmuls' dtype, so appending never converts.
         device_type = memory.device.type
         dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else memory.dtype
-        make = lambda rows, n: KVCache(rows, self.n_head, n, k, memory.device, dtype)  # noqa: E731
-        return [(make(b * beams, max_len), make(b, s)) for _ in self.decoder]
+        make = lambda rows, n, initial=None: KVCache(rows, self.n_head, n, k, memory.device, dtype, initial)  # noqa: E731
+        return [(make(b * beams, max_len, CACHE_START), make(b, s)) for _ in self.decoder]
 
 
 def build_model(cfg: Config, vocab_size: int) -> nn.Module:

@@ -163,13 +163,18 @@ def test_small_model_learns_to_reverse_sequences():
     assert accuracy >= 0.95, accuracy
 
 
-def test_decoding_without_the_cache_gives_the_same_outputs():
-    model = tiny()
+@pytest.mark.parametrize("limit", [None, 70])  # 70 outputs positions: the caches grow from 32 to 64, then to 71
+def test_decoding_without_the_cache_gives_the_same_outputs(limit):
+    model = tiny(max_len=80)
     for p in model.parameters():
         p.data.normal_(0, 0.3)
-    assert greedy_or_sample(model, sources())[0] == greedy_or_sample(model, sources(), use_cache=False)[0]
-    cached, s1 = best(beam_search(model, sources(), beam=3))
-    uncached, s2 = best(beam_search(model, sources(), beam=3, use_cache=False))
+    if limit:  # <END> never wins: every output runs to the limit
+        model.head.weight.data[END] -= 100.0
+    plain, _ = greedy_or_sample(model, sources(), max_len=limit)
+    assert plain == greedy_or_sample(model, sources(), use_cache=False, max_len=limit)[0]
+    assert limit is None or all(len(x) == limit for x in plain)
+    cached, s1 = best(beam_search(model, sources(), beam=3, max_len=limit))
+    uncached, s2 = best(beam_search(model, sources(), beam=3, use_cache=False, max_len=limit))
     assert cached == uncached and torch.allclose(s1, s2, atol=1e-4)
 
 
