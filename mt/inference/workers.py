@@ -3,7 +3,8 @@
 A decoding step is hundreds of small operations, and splitting each of them over two cores gains
 little: int8 beam 5 over test_2016 took 16.5-17.9 s on one thread and 12.6-14.6 s on two. Two
 batches decoded side by side, each on a core of its own, keep both cores busy with whole operations
-instead (8.8-11.5 s). CTranslate2 (inter_threads) and Marian (one worker per CPU thread) decode
+instead (another pair of runs, alternated in one process: 8.8-11.5 s against 10.9-11.8 s for one
+batch at a time on two threads). CTranslate2 (inter_threads) and Marian (one worker per CPU thread) decode
 on CPUs this way too.
 """
 
