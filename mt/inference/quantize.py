@@ -28,7 +28,6 @@ class Int8Linear(nn.Module):
 
     def __init__(self, quantized: nn.Module):
         super().__init__()
-        self.in_features, self.out_features = quantized.in_features, quantized.out_features
         self.packed = quantized._packed_params._packed_params  # int8 weights and float bias, packed for fbgemm
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
