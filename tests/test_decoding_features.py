@@ -228,3 +228,16 @@ def test_a_failing_batch_stops_the_workers_with_its_error():
         map_batches(decode, list(range(50)), workers=2)
     assert len(calls) < 50  # the batches not yet started were dropped
     assert map_batches(lambda b: b * 2, [1, 2, 3], workers=2) == [2, 4, 6]
+
+
+def test_the_costliest_batches_start_first_and_results_keep_their_order():
+    started = []
+
+    def decode(batch):
+        started.append(batch)
+        time.sleep(0.02)
+        return -batch
+
+    batches = [1, 5, 3, 9]
+    assert map_batches(decode, batches, workers=2, cost=lambda b: b) == [-1, -5, -3, -9]
+    assert set(started[:2]) == {9, 5} and set(started[2:]) == {3, 1}

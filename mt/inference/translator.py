@@ -105,7 +105,9 @@ class Translator:
         elif workers is None:
             workers = default_workers(self.device, len(jobs))
         search = functools.partial(self._search, o, use_cache, generator)
-        for (rows, _), (ids, scores) in zip(jobs, map_batches(search, [src for _, src in jobs], workers)):
+        for (rows, _), (ids, scores) in zip(
+            jobs, map_batches(search, [src for _, src in jobs], workers, cost=torch.numel)
+        ):
             for i, outs, row_scores in zip(rows, ids, scores.tolist()):
                 found[i] = [
                     Hypothesis(self.tokenizer.decode(x), s, x, self.pieces(x)) for x, s in zip(outs, row_scores)

@@ -11,7 +11,7 @@ on CPUs this way too.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import torch
 
@@ -23,12 +23,15 @@ def default_workers(device: torch.device, batches: int) -> int:
     return max(1, min(torch.get_num_threads(), batches))
 
 
-def map_batches(decode: Callable, batches: Sequence, workers: int) -> list:
+def map_batches(decode: Callable, batches: Sequence, workers: int, cost: Callable | None = None) -> list:
     """[decode(b) for b in batches], in order; with workers > 1 on that many threads, which share
     the intra-op threads out between them. A batch is decoded whole by one worker, so its outputs
-    are those of decoding it alone with that worker's number of threads."""
+    are those of decoding it alone with that worker's number of threads. Given each batch's `cost`,
+    the costliest start first: the last to start is then a cheap one, and the workers finish
+    together instead of one of them decoding the longest batch alone at the end."""
     if workers <= 1 or len(batches) <= 1:
         return [decode(batch) for batch in batches]
+    order = sorted(range(len(batches)), key=lambda i: -cost(batches[i])) if cost else range(len(batches))
     threads = torch.get_num_threads()
     pool = ThreadPoolExecutor(
         workers,
@@ -37,7 +40,10 @@ def map_batches(decode: Callable, batches: Sequence, workers: int) -> list:
         initargs=(max(1, threads // workers),),
     )
     try:
-        return list(pool.map(decode, batches))
+        futures = {i: pool.submit(decode, batches[i]) for i in order}
+        for done in as_completed(futures.values()):
+            done.result()  # an error stops the rest at once, whichever batch it came from
+        return [futures[i].result() for i in range(len(batches))]
     finally:  # on an error or Ctrl-C, drop the batches not yet started instead of decoding them all
         pool.shutdown(wait=True, cancel_futures=True)
         torch.set_num_threads(threads)  # the setting is partly process-wide (MKL, new threads): put it back
