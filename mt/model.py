@@ -65,13 +65,14 @@ class KVCache:
         return self.k[:, : self.len].transpose(1, 2), self.v[:, : self.len].transpose(1, 2)
 
     def reorder(self, index: torch.Tensor) -> None:
-        """Keep rows `index` of the batch (beam search reorders hypotheses; finished sentences
-        leave the batch). Only the filled positions are copied, into a second buffer that then
-        swaps with the first: a fresh buffer every step cost more in page faults than the copy."""
-        if self.spare is None:
-            self.spare = (torch.empty_like(self.k), torch.empty_like(self.v))
+        """Keep rows `index` of the batch (beam search reorders hypotheses and, after its first
+        step, makes each sentence's beams; finished sentences leave the batch). Only the filled
+        positions are copied, into a second buffer that then swaps with the first: a fresh buffer
+        every step cost more in page faults than the copy."""
         rows, n = index.numel(), self.len
-        k, v = self.spare[0][:rows], self.spare[1][:rows]  # rows only ever shrink: the buffers fit
+        if self.spare is None or self.spare[0].size(0) < rows:  # more rows: beam search's first step
+            self.spare = (self.k.new_empty(rows, *self.k.shape[1:]), self.v.new_empty(rows, *self.v.shape[1:]))
+        k, v = self.spare[0][:rows], self.spare[1][:rows]
         torch.index_select(self.k[:, :n], 0, index, out=k[:, :n])
         torch.index_select(self.v[:, :n], 0, index, out=v[:, :n])
         self.spare, self.k, self.v = (self.k, self.v), k, v

@@ -237,29 +237,28 @@ def beam_search(
     k, device, b = beam, src.device, src.size(0)
     limits = output_limits(src, _max_positions(models), max_len)  # (B,)
     steps = int(limits.max())
-    state = Decoder(models, src, steps, use_cache, beams=k)
+    state = Decoder(models, src, steps, use_cache)  # one row per sentence: the beams come after step 0
     result = _Finished(b, n_best, steps, device)
     finished = _Finished(b, n_best, steps, device)  # for the sentences still in the batch
     sent = torch.arange(b, device=device)  # the original index of each live sentence
-    tokens = torch.full((b * k, 1), START, dtype=torch.long, device=device)
+    tokens = torch.full((b, 1), START, dtype=torch.long, device=device)  # all beams start alike: step 0 runs once
     history = torch.full((b * k, steps), PAD, dtype=torch.long, device=device)
     scores = torch.full((b, k), float("-inf"), device=device)
-    scores[:, 0] = 0.0  # all beams start identical: expand only the first
+    scores[:, 0] = 0.0  # the first step's candidates all extend beam 0
     done = torch.zeros(b, dtype=torch.bool, device=device)
     first_k = torch.arange(2 * k, device=device) < k  # (2K,)
     check_every = _finished_every(device)
     for t in range(steps):
         n = sent.size(0)
-        inputs = tokens if state.cached else torch.cat([torch.full_like(tokens, START), history[:, :t]], dim=1)
-        logp = _only_end(state.step(inputs), (limits[sent] == t + 1).repeat_interleave(k))  # (n*K, V)
-        top_scores, origin, token = _best_extensions(scores, logp, 2 * k)  # (n, 2K) each
+        prefix = history[:, :t]  # without a cache the decoder reads the whole prefix again
+        inputs = tokens if state.cached or t == 0 else torch.cat([torch.full_like(prefix[:, :1], START), prefix], 1)
+        width = inputs.size(0) // n  # beams per sentence in this step: 1 at the first, then K
+        logp = _only_end(state.step(inputs), (limits[sent] == t + 1).repeat_interleave(width))  # (n*width, V)
+        top_scores, origin, token = _best_extensions(scores[:, :width], logp, 2 * k)  # (n, 2K) each
         ended = token == END
         lp = _length_penalty(t + 1, length_penalty)
         final = ended & first_k & ~done[:, None] & top_scores.isfinite()
-        if device.type != "cpu" or bool(final.any()):  # most steps finish nothing; reading that is free on CPU
-            candidates = history[origin.view(-1)].view(n, 2 * k, steps)
-            candidates[:, :, t] = END
-            finished.add(torch.where(final, top_scores / lp, float("-inf")), candidates)
+        _add_finished(finished, final, top_scores, lp, history, origin, t)
         scores, keep = torch.where(ended, float("-inf"), top_scores).topk(k, dim=1)  # (n, K): the K that go on
         done |= finished.scores[:, -1] >= scores[:, 0] / lp
         rows, new_tokens = origin.gather(1, keep), token.gather(1, keep)  # (n, K): the beams they extend
@@ -282,6 +281,16 @@ def beam_search(
     _store(result, finished, sent, torch.arange(sent.size(0), device=device))
     ids = [[_until_end(h) for h in sentence] for sentence in result.ids.tolist()]
     return ids, result.scores
+
+
+def _add_finished(finished: _Finished, final, top_scores, lp: float, history, origin, t: int) -> None:
+    """Candidates (n, 2K) that end here (`final`) join their sentences' finished hypotheses,
+    scored by log-probability / length penalty `lp`."""
+    if history.device.type == "cpu" and not bool(final.any()):  # most steps finish nothing; reading that is free on CPU
+        return
+    candidates = history[origin.view(-1)].view(*final.shape, history.size(1))
+    candidates[:, :, t] = END
+    finished.add(torch.where(final, top_scores / lp, float("-inf")), candidates)
 
 
 def _best_extensions(scores: torch.Tensor, logp: torch.Tensor, count: int):
