@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from mt.config import Config
 from mt.data.tokenizer import PAD
-from mt.dropout import Dropout
+from mt.dropout import Dropout, dropout
 from mt.loss import head_loss
 
 
@@ -81,14 +81,37 @@ class KVCache:
 CACHE_START = 32  # positions a self-attention cache holds before it first grows
 
 
-def _sdpa(q, k, v, **kwargs) -> torch.Tensor:
-    """Fused attention. Under bf16 autocast on CPU it runs in fp32: PyTorch's CPU flash-attention
-    backward is about 6x slower in bf16 than in fp32 (4.5 ms against 0.7 ms a call for the char
-    GPT here), while the matmuls around it are what bf16 speeds up."""
+# Keys up to this many go through _matmul_attention under bf16 on CPU; longer ones through the
+# fused kernel, whose memory does not grow with keys x queries.
+MATMUL_ATTENTION_MAX_KEYS = 128
+
+
+def _sdpa(q, k, v, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False) -> torch.Tensor:
+    """Attention (B, H, T, K) -> (B, H, T, K): `F.scaled_dot_product_attention`, except in bf16 on
+    CPU. There PyTorch's flash kernel is slow in bf16 (its backward about 6x its fp32 time), and
+    even in fp32 it took twice as long as plain bf16 matmuls for the translation recipe's short
+    sentences, forward and backward (3.1 against 1.6 ms at 64 sentences x 16 tokens, 4 heads of 64)."""
     if q.device.type == "cpu" and q.dtype == torch.bfloat16:
-        with torch.autocast("cpu", enabled=False):
-            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), **kwargs).to(q.dtype)
-    return F.scaled_dot_product_attention(q, k, v, **kwargs)
+        if k.size(-2) <= MATMUL_ATTENTION_MAX_KEYS:
+            return _matmul_attention(q, k, v, attn_mask, dropout_p, is_causal)
+        with torch.autocast("cpu", enabled=False):  # the fused kernel in fp32 (see above)
+            y = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask, dropout_p, is_causal)
+        return y.to(q.dtype)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
+
+
+def _matmul_attention(q, k, v, mask, dropout_p: float, is_causal: bool) -> torch.Tensor:
+    """Attention as two bf16 matmuls around a softmax, which PyTorch computes in fp32 and stores
+    in bf16: the numerics of any matmul attention under bf16 autocast (about twice the fused
+    kernel's rounding error, both from bf16). `is_causal` is top-left aligned, as in SDPA."""
+    scores = (q * q.size(-1) ** -0.5) @ k.transpose(-2, -1)  # (B, H, Tq, Tk)
+    if is_causal:
+        causal = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
+        mask = causal if mask is None else mask & causal
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = dropout(torch.softmax(scores, dim=-1), dropout_p)
+    return weights @ v  # (B, H, Tq, K)
 
 
 class Attention(nn.Module):

@@ -4,6 +4,7 @@ import math
 
 import torch
 
+import mt.model
 from mt.model import GPT, Attention
 
 
@@ -96,6 +97,46 @@ def test_sdpa_matches_plain_reference():
     ]
     for got, want in cases:
         assert torch.allclose(got, want, atol=1e-5)
+
+
+def _attention_and_grads(q, k, v, dtype, **kwargs):
+    """mt.model._sdpa's output and input gradients for (B, H, T, K) inputs cast to `dtype`."""
+    q, k, v = (t.detach().to(dtype).requires_grad_() for t in (q, k, v))
+    y = mt.model._sdpa(q, k, v, **kwargs)
+    y.float().pow(2).sum().backward()
+    return [t.float() for t in (y, q.grad, k.grad, v.grad)]
+
+
+def test_bf16_cpu_attention_stays_near_a_float64_reference():
+    """Under bf16 on CPU, short keys go through plain matmuls, long ones through the fused kernel
+    in fp32: both must give what SDPA gives in float64, outputs and gradients, within bf16's
+    rounding, for causal, padded-key and cross-attention (more queries than keys) shapes."""
+    torch.manual_seed(0)
+    for keys in (24, mt.model.MATMUL_ATTENTION_MAX_KEYS + 8):
+        mask = torch.ones(3, 1, 1, keys, dtype=torch.bool)
+        mask[1, ..., keys // 2 :] = False
+        for queries, kwargs in [(keys, {"is_causal": True}), (keys, {"attn_mask": mask}), (7, {"attn_mask": mask})]:
+            q, k, v = torch.randn(3, 4, queries, 32), torch.randn(3, 4, keys, 32), torch.randn(3, 4, keys, 32)
+            want = _attention_and_grads(q, k, v, torch.float64, **kwargs)
+            got = _attention_and_grads(q, k, v, torch.bfloat16, **kwargs)
+            for a, b in zip(got, want):
+                assert torch.isfinite(a).all()
+                error = ((a - b).abs().max() / b.abs().max()).item()
+                assert error < 0.03, (keys, queries, list(kwargs), error)
+
+
+def test_bf16_cpu_attention_ignores_padded_keys_and_drops_only_when_asked():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 10, 16, dtype=torch.bfloat16) for _ in range(3))
+    mask = torch.ones(2, 1, 1, 10, dtype=torch.bool)
+    mask[:, ..., 6:] = False
+    base = mt.model._sdpa(q, k, v, attn_mask=mask)
+    k2, v2 = k.clone(), v.clone()
+    k2[..., 6:, :], v2[..., 6:, :] = 100.0, -100.0
+    assert torch.equal(mt.model._sdpa(q, k2, v2, attn_mask=mask), base)
+    assert torch.equal(mt.model._sdpa(q, k, v, attn_mask=mask, dropout_p=0.0), base)
+    dropped = mt.model._sdpa(q, k, v, attn_mask=mask, dropout_p=0.5)
+    assert not torch.equal(dropped, base) and torch.isfinite(dropped).all()
 
 
 def test_attention_dropout_only_in_training():

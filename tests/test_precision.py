@@ -91,8 +91,8 @@ def test_bf16_autocast_keeps_the_loss_near_fp32():
 
 
 def test_bf16_training_step_on_cpu_keeps_gradients_near_fp32():
-    """train.precision=bf16 on CPU: matmuls in bf16, attention upcast to fp32 inside autocast
-    (mt.model._sdpa); one step's gradients point where the fp32 ones do."""
+    """train.precision=bf16 on CPU: matmuls and short-sequence attention in bf16 (mt.model._sdpa);
+    one step's gradients point where the fp32 ones do."""
     cpu = torch.device("cpu")
     assert uses_bf16(cpu, "bf16") and uses_bf16(cpu, "auto") == cpu_has_bf16() and not uses_bf16(cpu, "fp32")
     model = transformer()
