@@ -342,3 +342,16 @@ def test_grad_accum_weighs_micro_batches_by_their_tokens(tmp_path):
     assert tokens == 6
     assert torch.allclose(start - model.weight.detach(), reference.weight.grad, atol=1e-6)
     assert loss.item() == pytest.approx(F.cross_entropy(reference(x), y).item(), rel=1e-5)
+
+
+def test_every_evaluation_runs_between_two_hand_backs_of_the_heap(toy_text_corpus, tmp_path, monkeypatch):
+    """Training's kept heap goes back to the system before each evaluation and decoding's after it,
+    so neither phase's freed blocks add to the other's peak (mt.heap.give_back)."""
+    from mt.training import trainer
+
+    calls = []
+    monkeypatch.setattr(trainer.heap, "give_back", lambda: calls.append("give_back") or True)
+    evaluate = LanguageModelTask.evaluate
+    monkeypatch.setattr(LanguageModelTask, "evaluate", lambda *a: calls.append("evaluate") or evaluate(*a))
+    run_train(tmp_path / "run", "train.report=false")
+    assert calls == ["give_back", "evaluate", "give_back"] * 3  # evaluations at steps 4, 8 and 12

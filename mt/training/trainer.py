@@ -240,6 +240,9 @@ class Trainer:
         """Rank 0: validate, keep best/snapshot/last, log a metrics row. Returns (metrics, improved)."""
         s, tc, run_dir = self.state, self.tc, self.cfg.run_dir
         tokens_per_s = since_eval.tokens_per_s()
+        # Decoding asks for other sizes than the steps: the blocks glibc kept from the steps would
+        # only add to its peak, and its own to training's after (a bf16 run peaked at evaluations).
+        heap.give_back()
         self.model.eval()
         metrics = {
             "step": s.step,
@@ -250,6 +253,7 @@ class Trainer:
             "elapsed_s": round(self.elapsed(), 2),
         }
         self.model.train()
+        heap.give_back()
         score = metrics[self.task.best_metric]
         improved = s.record(score, self.task.higher_is_better)
         weights = {"model": self.model.state_dict(), "config": self.cfg.to_dict(), "step": s.step}
