@@ -20,7 +20,7 @@ from tqdm import tqdm
 from mt import heap
 from mt.checkpoint import BEST, LAST, save_checkpoint
 from mt.config import Config
-from mt.hardware import autocast, inference_precision, pick_device, uses_bf16
+from mt.hardware import autocast, bound_onednn_kernels, inference_precision, pick_device, uses_bf16
 from mt.model import build_model
 from mt.training import distributed, init_from
 from mt.training.averaging import average_into_best, keep_last_snapshots, snapshot_path
@@ -52,6 +52,7 @@ def train(cfg: Config, resume: bool = False) -> dict:
     is released, so that no second training can start in the directory before this one is done."""
     world, device = distributed.init(pick_device(cfg.train.device))
     heap.keep_freed_memory()  # steps free and ask for the same sizes: reuse them (mt/heap.py)
+    bound_onednn_kernels(device, cfg.train.precision)
     lock = RunLock(cfg.run_dir)
     try:
         distributed.main_first(world, device, lock.acquire)
