@@ -89,8 +89,9 @@ MATMUL_ATTENTION_MAX_KEYS = 128
 def _sdpa(q, k, v, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False) -> torch.Tensor:
     """Attention (B, H, T, K) -> (B, H, T, K): `F.scaled_dot_product_attention`, except in bf16 on
     CPU. There PyTorch's flash kernel is slow in bf16 (its backward about 6x its fp32 time), and
-    even in fp32 it took twice as long as plain bf16 matmuls for the translation recipe's short
-    sentences, forward and backward (3.1 against 1.6 ms at 64 sentences x 16 tokens, 4 heads of 64)."""
+    even in fp32 it took up to 1.8x as long as plain bf16 matmuls, forward and backward, on the
+    translation recipe's short sentences and the char GPT's 128 characters (2.5 against 1.4 ms at
+    32 sentences x 32 tokens, 4 heads of 64)."""
     if q.device.type == "cpu" and q.dtype == torch.bfloat16:
         if k.size(-2) <= MATMUL_ATTENTION_MAX_KEYS:
             return _matmul_attention(q, k, v, attn_mask, dropout_p, is_causal)

@@ -3,13 +3,14 @@ CPU when asked) stays close to fp32, and padding to multiples of 8 changes no lo
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
 import torch
 
 from mt.data.batching import collate
-from mt.hardware import autocast, cpu_has_bf16, uses_bf16
+from mt.hardware import ONEDNN_KERNELS, autocast, bound_onednn_kernels, cpu_has_bf16, uses_bf16
 from mt.loss import token_loss
 from mt.model import GPT, Transformer
 
@@ -135,3 +136,19 @@ def test_training_in_bf16_on_cpu_through_the_cli(toy_text_corpus, tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [15, 30]
     assert all(math.isfinite(r["val_loss"]) for r in rows) and rows[1]["train_loss"] < rows[0]["train_loss"]
+
+
+def test_bf16_training_on_a_cpu_bounds_onednn_kernels_unless_the_user_chose(monkeypatch):
+    """oneDNN reads ONEDNN_PRIMITIVE_CACHE_CAPACITY when it builds its first kernel: bf16 training on
+    a CPU sets it (mt.hardware.bound_onednn_kernels); fp32, where MKL runs the matmuls, and a user's
+    own value are left alone."""
+    cpu, name = torch.device("cpu"), "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+    environ = {k: v for k, v in os.environ.items() if k != name}
+    monkeypatch.setattr(os, "environ", environ)
+    bound_onednn_kernels(cpu, "fp32")
+    assert name not in environ
+    bound_onednn_kernels(cpu, "bf16")
+    assert environ[name] == str(ONEDNN_KERNELS)
+    environ[name] = "512"
+    bound_onednn_kernels(cpu, "bf16")
+    assert environ[name] == "512"
