@@ -241,3 +241,17 @@ def test_the_costliest_batches_start_first_and_results_keep_their_order():
     batches = [1, 5, 3, 9]
     assert map_batches(decode, batches, workers=2, cost=lambda b: b) == [-1, -5, -3, -9]
     assert set(started[:2]) == {9, 5} and set(started[2:]) == {3, 1}
+
+
+def test_a_beam_wider_than_half_the_vocabulary_still_searches(translator):
+    """Beam search's first step runs once per sentence, so it sees one beam's pieces: with twice
+    the beam more than the vocabulary (39 pieces here) there are fewer candidates than it keeps.
+    Every output still comes, its n-best list sorted, the best never below greedy's log-probability."""
+    assert translator.tokenizer.vocab_size < 40
+    greedy = translator.translate(SOURCES, beam=1, length_penalty=0.0, hypotheses=True)
+    for beam in (20, 30):
+        found = translator.translate(SOURCES, beam=beam, n_best=3, length_penalty=0.0, hypotheses=True)
+        for hyps, g in zip(found, greedy):
+            scores = [h.score for h in hyps]
+            assert len(hyps) == 3 and all(isinstance(h.text, str) for h in hyps)
+            assert scores == sorted(scores, reverse=True) and scores[0] >= g[0].score - 1e-3

@@ -300,8 +300,13 @@ def _best_extensions(scores: torch.Tensor, logp: torch.Tensor, count: int):
     are added to those alone and the sentence-wide choice runs over K * count numbers, not K * V."""
     n, k = scores.shape
     top_logp, top_tokens = logp.topk(min(count, logp.size(1)), dim=1)  # (n*K, C)
-    best, pick = (scores.view(-1, 1) + top_logp).view(n, -1).topk(count, dim=1)  # (n, count)
     per_beam = top_logp.size(1)
+    totals = (scores.view(-1, 1) + top_logp).view(n, -1)  # (n, K*C)
+    if totals.size(1) < count:  # one beam's first step over fewer pieces than `count`: pad with the
+        # impossible candidates that K alike beams at -inf would have added; they stand for the last real one
+        totals = torch.cat([totals, totals.new_full((n, count - totals.size(1)), float("-inf"))], dim=1)
+    best, pick = totals.topk(count, dim=1)  # (n, count)
+    pick = pick.clamp(max=k * per_beam - 1)
     rows = pick // per_beam + torch.arange(n, device=scores.device)[:, None] * k
     return best, rows, top_tokens.view(n, -1).gather(1, pick)
 
