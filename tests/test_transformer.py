@@ -7,7 +7,7 @@ from mt.data.batching import collate
 from mt.data.tokenizer import END, START
 from mt.inference import search as decode
 from mt.inference.search import beam_search, greedy_or_sample
-from mt.inference.selection import argmax_rows
+from mt.inference.selection import argmax_rows, topk_rows
 from mt.loss import token_loss
 from mt.model import Transformer
 
@@ -115,6 +115,19 @@ def test_blockwise_argmax_is_argmax_even_among_ties(vocab):
     cases = [torch.randn(7, vocab), torch.randint(0, 3, (7, vocab)).float(), torch.full((7, vocab), float("-inf"))]
     for scores in cases:  # random, many equal maxima (the first one wins), nothing finite
         assert torch.equal(argmax_rows(scores), scores.argmax(dim=-1))
+
+
+@pytest.mark.parametrize("vocab", [8000, 8003, 300, 30])  # whole blocks, a tail of 3, few blocks, too few for blocks
+def test_blockwise_topk_gives_topks_values_at_distinct_indices_even_among_ties(vocab):
+    torch.manual_seed(0)
+    rows = [torch.randn(9, vocab), torch.randint(0, 4, (9, vocab)).float(), torch.full((9, vocab), float("-inf"))]
+    rows[0][:, -1] = 50.0  # the largest entry in the tail
+    for scores in rows:  # random, many equal values, nothing finite
+        values, index = topk_rows(scores, 10)
+        assert torch.equal(values, scores.topk(10, dim=-1).values)
+        assert torch.equal(scores.gather(1, index), values)
+        assert all(len(set(r)) == 10 for r in index.tolist())
+    assert torch.equal(topk_rows(rows[0], 10)[1], rows[0].topk(10, dim=-1).indices)  # distinct values: the same indices
 
 
 def test_beam_search_finds_a_score_at_least_greedys():

@@ -8,7 +8,7 @@ import math
 import torch
 
 from mt.data.tokenizer import END, PAD, START
-from mt.inference.selection import argmax_rows
+from mt.inference.selection import argmax_rows, topk_rows
 
 
 def pick_next(
@@ -24,7 +24,7 @@ def pick_next(
         return logits.argmax(dim=-1)
     logits = logits.float() / temperature
     if top_k is not None and top_k < logits.size(-1):
-        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1)
+        kth = topk_rows(logits, top_k)[0][:, -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p is not None and top_p < 1.0:
         sorted_logits, order = logits.sort(dim=-1, descending=True)
@@ -299,7 +299,7 @@ def _best_extensions(scores: torch.Tensor, logp: torch.Tensor, count: int):
     and their tokens. Only a beam's own `count` best tokens can be among them, so the beam scores
     are added to those alone and the sentence-wide choice runs over K * count numbers, not K * V."""
     n, k = scores.shape
-    top_logp, top_tokens = logp.topk(min(count, logp.size(1)), dim=1)  # (n*K, C)
+    top_logp, top_tokens = topk_rows(logp, min(count, logp.size(1)))  # (n*K, C)
     per_beam = top_logp.size(1)
     totals = (scores.view(-1, 1) + top_logp).view(n, -1)  # (n, K*C)
     if totals.size(1) < count:  # one beam's first step over fewer pieces than `count`: pad with the
