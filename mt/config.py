@@ -83,6 +83,7 @@ class ModelConfig:
 class TrainConfig:
     batch_size: int = 64  # language modelling: sequences per step (per process under torchrun)
     grad_accum: int = 1  # micro-batches whose gradients make one optimizer step
+    micro_batch_workers: int = 0  # CPU, one process: micro-batches at once; 0 = one per thread, up to grad_accum
     max_steps: int = 5000
     max_minutes: float | None = None  # wall-clock budget; stop, evaluate, checkpoint when spent
     init_from: str | None = None  # fine-tune: start from this run directory's (or checkpoint's) weights and tokenizer
@@ -245,6 +246,10 @@ def _check(cfg: Config, source: str) -> None:
     if t.average_last < 0:
         raise UserError(
             f"{source}: train.average_last must be 0 (off) or the number of snapshots to average, got {t.average_last}"
+        )
+    if t.micro_batch_workers < 0:
+        raise UserError(
+            f"{source}: train.micro_batch_workers must be 0 (automatic) or a number, got {t.micro_batch_workers}"
         )
     if d.num_proc < 0:
         raise UserError(f"{source}: data.num_proc must be 0 (automatic) or a number of processes, got {d.num_proc}")

@@ -9,25 +9,47 @@ elements; the mask is kept as booleans for the backward pass (a byte an element,
 
 The drop probability is rounded to a multiple of 1/65536 (0.1 becomes 0.1000061). Masks come from
 torch's default CPU generator, so `torch.manual_seed` makes them repeatable as before; they are
-different masks from nn.Dropout's. On other devices the module is nn.Dropout's own kernel.
+different masks from nn.Dropout's. A thread that computes micro-batches beside others draws from a
+generator of its own instead (`own_generator`): threads sharing one would take its numbers in
+whatever order they happen to run. On other devices the module is nn.Dropout's own kernel.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 _LEVELS = 1 << 16  # a mask element is one 16-bit slice of a 64-bit draw
+_thread = threading.local()
+
+
+@contextlib.contextmanager
+def own_generator(seed: int):
+    """Within the block, this thread's CPU dropout masks come from a generator of its own, seeded
+    with `seed`, so they do not depend on what other threads draw meanwhile."""
+    previous = thread_generator()
+    _thread.generator = torch.Generator().manual_seed(seed)
+    try:
+        yield
+    finally:
+        _thread.generator = previous
+
+
+def thread_generator() -> torch.Generator | None:
+    """The generator `own_generator` gave this thread, or None (torch's default generator)."""
+    return getattr(_thread, "generator", None)
 
 
 def keep_mask(shape: torch.Size | tuple[int, ...], p: float) -> torch.Tensor:
     """A CPU boolean tensor of `shape`, each element True with probability 1 - p (p rounded to
     a multiple of 1/65536)."""
     n = math.prod(shape)
-    draws = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None)  # all 64 bits uniform
+    draws = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None, generator=thread_generator())
     slices = draws.view(torch.int16)[:n].view(shape)  # uniform over [-32768, 32767]
     return slices >= round(p * _LEVELS) - _LEVELS // 2
 

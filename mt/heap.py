@@ -8,7 +8,10 @@ every whole free page; elsewhere (macOS, Windows, musl) it collects the garbage 
 
 Within a phase the opposite holds: `keep_freed_memory` stops glibc from mapping each large tensor
 afresh and unmapping it when freed (its default for blocks above a threshold that moves between
-128 KB and 32 MB), which made every such tensor cost a page fault per 4 KB of zeroed memory.
+128 KB and 32 MB), which made every such tensor cost a page fault per 4 KB of zeroed memory. What
+is kept fragments as batches change shape, more so with micro-batches computed side by side, so
+CPU training hands the free pages back every few steps (`trim`): the few faults that costs are
+spread over those steps.
 """
 
 from __future__ import annotations
@@ -46,5 +49,11 @@ def keep_freed_memory() -> bool:
 def give_back() -> bool:
     """Collect garbage, then return free heap pages to the system; True if glibc released any."""
     gc.collect()
-    trim = _libc_function("malloc_trim")
-    return bool(trim(0)) if trim is not None else False
+    return trim()
+
+
+def trim() -> bool:
+    """Return the heap's free pages to the system, without collecting garbage first (cheap enough
+    for a training loop to call every few steps); True if glibc released any."""
+    malloc_trim = _libc_function("malloc_trim")
+    return bool(malloc_trim(0)) if malloc_trim is not None else False

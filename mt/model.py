@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from mt.config import Config
 from mt.data.tokenizer import PAD
-from mt.dropout import Dropout, dropout
+from mt.dropout import Dropout, dropout, thread_generator
 from mt.loss import head_loss
 
 
@@ -91,7 +91,10 @@ def _sdpa(q, k, v, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = Fal
     CPU. There PyTorch's flash kernel is slow in bf16 (its backward about 6x its fp32 time), and
     even in fp32 it took up to 1.8x as long as plain bf16 matmuls, forward and backward, on the
     translation recipe's short sentences and the char GPT's 128 characters (2.5 against 1.4 ms at
-    32 sentences x 32 tokens, 4 heads of 64)."""
+    32 sentences x 32 tokens, 4 heads of 64). With dropout in a thread that has a generator of its
+    own (mt.dropout.own_generator) it is the matmul form too: SDPA draws from the default one."""
+    if q.device.type == "cpu" and dropout_p > 0 and thread_generator() is not None:
+        return _matmul_attention(q, k, v, attn_mask, dropout_p, is_causal)
     if q.device.type == "cpu" and q.dtype == torch.bfloat16:
         if k.size(-2) <= MATMUL_ATTENTION_MAX_KEYS:
             return _matmul_attention(q, k, v, attn_mask, dropout_p, is_causal)

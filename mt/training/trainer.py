@@ -26,6 +26,7 @@ from mt.training import distributed, init_from
 from mt.training.averaging import average_into_best, keep_last_snapshots, snapshot_path
 from mt.training.board import Board
 from mt.training.lm_task import LanguageModelTask
+from mt.training.micro_batches import MicroBatchWorkers, add_in_order, resolve_workers
 from mt.training.optim import lr_at, make_optimizer
 from mt.training.report import report
 from mt.training.run_dir import RunLock, RunState, open_run
@@ -66,6 +67,12 @@ def train(cfg: Config, resume: bool = False) -> dict:
     if interrupted:
         raise SystemExit(130)
     return trainer.metrics
+
+
+# Steps between hand-backs of the free heap on CPU. Every 10 steps bounded the fr_en cpu block's
+# resident memory at 1,317 MB over 80 steps with micro-batches side by side (1,526 MB without), for
+# about 2% of the step time (docs/results.md).
+HEAP_TRIM_EVERY = 10
 
 
 def step_seed(seed: int, rank: int, step: int) -> int:
@@ -174,6 +181,9 @@ class Trainer:
                 self.train_model, device_ids=[device.index] if device.type == "cuda" else None
             )
         self.precision = autocast(device, self.tc.precision)
+        self.micro_workers = MicroBatchWorkers(
+            resolve_workers(self.tc.micro_batch_workers, device, world.size, self.tc.grad_accum, self.tc.compile)
+        )
         self.eval_precision = autocast(
             device, inference_precision(device) if device.type == "cpu" else self.tc.precision
         )
@@ -212,30 +222,61 @@ class Trainer:
             "config": self.cfg.to_dict(),
         }
 
-    def train_step(self, batches) -> tuple[torch.Tensor, int, torch.Tensor | None]:
+    def train_step(self, batches, seed: int | None = None) -> tuple[torch.Tensor, int, torch.Tensor | None]:
         """One optimizer step over `train.grad_accum` micro-batches; gradients are all-reduced once.
         Each micro-batch's mean loss weighs by its share of the step's tokens (over all ranks), so
-        the gradient is the mean over every target token whatever the batches' sizes."""
+        the gradient is the mean over every target token whatever the batches' sizes. On a CPU the
+        micro-batches may run side by side (mt.training.micro_batches); `seed` (default: the one
+        torch was last seeded with) seeds their dropout."""
         tc, world = self.tc, self.world
         micro_batches = [next(batches) for _ in range(tc.grad_accum)]
         counts = [self.task.batch_tokens(b) for b in micro_batches]
         all_tokens = (
             distributed.total(world, sum(counts), self.device) if tc.grad_accum > 1 else sum(counts) * world.size
         )
-        loss_total = torch.zeros((), device=self.device)
-        for micro, (batch, n) in enumerate(zip(micro_batches, counts)):
-            last_micro = micro == tc.grad_accum - 1
-            sync = self.train_model.no_sync() if world.size > 1 and not last_micro else contextlib.nullcontext()
-            with sync:
-                with self.precision:
-                    loss = self.task.loss(self.train_model, batch, tc.label_smoothing)
-                weight = n * world.size / all_tokens if tc.grad_accum > 1 else 1.0  # DDP averages over ranks
-                (loss * weight).backward()
-            loss_total += loss.detach() * (n / sum(counts))
+        weights = [n * world.size / all_tokens if tc.grad_accum > 1 else 1.0 for n in counts]  # DDP averages over ranks
+        shares = [n / sum(counts) for n in counts]  # of this rank's logged loss
+        if self.micro_workers.workers > 1:
+            seed = torch.initial_seed() if seed is None else seed
+            loss_total = self._side_by_side(micro_batches, weights, shares, seed)
+        else:
+            loss_total = self._one_after_another(micro_batches, weights, shares)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip) if tc.grad_clip > 0 else None
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return loss_total, all_tokens, grad_norm
+
+    def _one_after_another(self, micro_batches: list, weights: list[float], shares: list[float]) -> torch.Tensor:
+        """Each micro-batch's backward adds into `.grad`; under DDP the last one all-reduces."""
+        loss_total = torch.zeros((), device=self.device)
+        for micro, batch in enumerate(micro_batches):
+            last_micro = micro == len(micro_batches) - 1
+            sync = self.train_model.no_sync() if self.world.size > 1 and not last_micro else contextlib.nullcontext()
+            with sync:
+                with self.precision:
+                    loss = self.task.loss(self.train_model, batch, self.tc.label_smoothing)
+                (loss * weights[micro]).backward()
+            loss_total += loss.detach() * shares[micro]
+        return loss_total
+
+    def _side_by_side(self, micro_batches: list, weights: list[float], shares: list[float], seed: int) -> torch.Tensor:
+        """The micro-batches in shares on the worker threads; their gradients summed into `.grad`."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+
+        def work(share: range) -> tuple[torch.Tensor, list]:
+            loss_sum, grads = torch.zeros(()), [None] * len(params)
+            for i in share:
+                with autocast(self.device, self.tc.precision):  # a context of this thread's own
+                    loss = self.task.loss(self.train_model, micro_batches[i], self.tc.label_smoothing)
+                parts = torch.autograd.grad(loss * weights[i], params, allow_unused=True)
+                grads = add_in_order([grads, parts])
+                loss_sum += loss.detach() * shares[i]
+            return loss_sum, grads
+
+        results = self.micro_workers.run(work, len(micro_batches), seed)
+        for p, g in zip(params, add_in_order([grads for _, grads in results])):
+            p.grad = g
+        return sum((loss for loss, _ in results), torch.zeros(()))
 
     def evaluate_and_save(self, lr: float, since_eval: Meter, metrics_file) -> tuple[dict, bool]:
         """Rank 0: validate, keep best/snapshot/last, log a metrics row. Returns (metrics, improved)."""
@@ -271,7 +312,8 @@ class Trainer:
     def run(self) -> bool:
         """Train until the stop policy says so; returns whether Ctrl-C stopped it (then last.pt is
         saved at once: an evaluation could take minutes). On the way out, however it goes, the
-        batch stream is closed first (which stops and joins its prefetch thread), then the writers."""
+        micro-batch workers stop first, then the batch stream (which stops and joins its prefetch
+        thread), then the writers."""
         s, tc, world = self.state, self.tc, self.world
         first_step = s.step
         since_eval, since_log, pace = Meter(self.device), Meter(self.device), Pace()
@@ -283,6 +325,7 @@ class Trainer:
                 contextlib.closing(Board(self.cfg.run_dir, tc.tensorboard and world.is_main, s.step))
             )
             batches = closing.enter_context(contextlib.closing(self.task.train_batches()))
+            closing.enter_context(contextlib.closing(self.micro_workers))  # its threads stop before the batches
             flag = closing.enter_context(StopFlag())
             bar = closing.enter_context(
                 tqdm(
@@ -301,10 +344,13 @@ class Trainer:
                 lr = lr_at(s.step, tc, policy.total_steps())
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
-                torch.manual_seed(step_seed(self.cfg.seed, world.rank, s.step))  # dropout: resumable, per rank
-                loss, n_tokens, grad_norm = self.train_step(batches)
+                seed = step_seed(self.cfg.seed, world.rank, s.step)
+                torch.manual_seed(seed)  # dropout: resumable, per rank
+                loss, n_tokens, grad_norm = self.train_step(batches, seed)
                 pace.step_done()
                 s.step += 1
+                if self.device.type == "cpu" and s.step % HEAP_TRIM_EVERY == 0:
+                    heap.trim()  # what the steps' changing shapes left fragmented (mt/heap.py)
                 since_eval.add(loss, n_tokens)
                 since_log.add(loss, n_tokens)
                 if s.step % tc.log_every == 0:
