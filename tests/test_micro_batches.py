@@ -83,7 +83,8 @@ def one_step(tmp_path, workers: int, *overrides: str, seed: int = 7):
 def test_side_by_side_gives_the_gradient_of_one_micro_batch_after_another(tmp_path):
     together, loss, tokens, threads = one_step(tmp_path / "a", 2)
     alone, reference_loss, reference_tokens, reference_threads = one_step(tmp_path / "b", 1)
-    assert all(name.startswith("mt-micro-batch") for name in threads) and len(threads) == 2
+    # On the workers' threads (how many of the two take a share depends on the scheduler).
+    assert threads and all(name.startswith("mt-micro-batch") for name in threads)
     assert reference_threads == {threading.current_thread().name}
     assert tokens == reference_tokens
     assert loss == pytest.approx(reference_loss, rel=1e-6)

@@ -226,8 +226,8 @@ class Trainer:
         """One optimizer step over `train.grad_accum` micro-batches; gradients are all-reduced once.
         Each micro-batch's mean loss weighs by its share of the step's tokens (over all ranks), so
         the gradient is the mean over every target token whatever the batches' sizes. On a CPU the
-        micro-batches may run side by side (mt.training.micro_batches); `seed` (default: the one
-        torch was last seeded with) seeds their dropout."""
+        micro-batches may run side by side (mt.training.micro_batches); `seed` seeds their dropout
+        (default: the seed torch was last given, which the loop sets for each step)."""
         tc, world = self.tc, self.world
         micro_batches = [next(batches) for _ in range(tc.grad_accum)]
         counts = [self.task.batch_tokens(b) for b in micro_batches]
@@ -344,9 +344,8 @@ class Trainer:
                 lr = lr_at(s.step, tc, policy.total_steps())
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
-                seed = step_seed(self.cfg.seed, world.rank, s.step)
-                torch.manual_seed(seed)  # dropout: resumable, per rank
-                loss, n_tokens, grad_norm = self.train_step(batches, seed)
+                torch.manual_seed(step_seed(self.cfg.seed, world.rank, s.step))  # dropout: resumable, per rank
+                loss, n_tokens, grad_norm = self.train_step(batches)
                 pace.step_done()
                 s.step += 1
                 if self.device.type == "cpu" and s.step % HEAP_TRIM_EVERY == 0:
