@@ -83,7 +83,8 @@ def test_two_gloo_processes_match_one_process_with_the_same_global_batch(toy_tex
     assert two.returncode == 0, two.stderr[-3000:]
     assert "x 2 processes" in two.stderr
     a, b = metrics(tmp_path / "one8"), metrics(tmp_path / "two")
-    assert [r["step"] for r in a] == [r["step"] for r in b] == [4, 8]
+    # The cpu block's time budget evaluates once more at the end of warm-up, to time its plan.
+    assert [r["step"] for r in a] == [r["step"] for r in b] == [2, 4, 8]
     for ra, rb in zip(a, b):
         for key in ("train_loss", "val_loss"):
             assert ra[key] == pytest.approx(rb[key], rel=2e-3), (key, ra, rb)

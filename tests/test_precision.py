@@ -130,6 +130,7 @@ def test_training_in_bf16_on_cpu_through_the_cli(toy_text_corpus, tmp_path):
             "train.precision=bf16",
             "train.lr=3e-3",
             "train.warmup_steps=2",
+            "train.max_minutes=null",  # steps alone: no evaluation to time a budget's plan
             f"out_dir={tmp_path}/run",
         ]
     )

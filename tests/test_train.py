@@ -212,6 +212,30 @@ def test_progress_bar_total_follows_the_time_budget():
     assert expected_last_step(10, 0, 10.0, -5.0, 500) == 10  # already over budget
 
 
+def test_a_time_budget_plans_the_evaluations_it_times_at_the_end_of_warm_up(capsys):
+    """At the end of warm-up the loop evaluates once, timed; the plan leaves room for an evaluation
+    every `eval_every` steps and one at the end, so the budget holds with them."""
+    from mt.config import TrainConfig
+    from mt.training.distributed import World
+    from mt.training.run_dir import RunState
+    from mt.training.stopping import StopFlag, StopPolicy
+
+    tc = TrainConfig(max_minutes=10, max_steps=100_000, warmup_steps=30, eval_every=50)
+    state = RunState()
+    policy = StopPolicy(tc, World(), torch.device("cpu"), StopFlag(), state)
+    assert policy.after_step(29, 29.0, 1.0) is None and not policy.evaluation_due(29)
+    assert policy.after_step(30, 30.0, 1.0) is None and state.planned_steps is None
+    assert policy.evaluation_due(30)  # not a multiple of eval_every: the evaluation the plan times
+    # 40 s after the evaluation of 10 s: 600 - 40 - 10 (the last one) = 550 s left, 1 + 10/50 s a step
+    assert policy.after_evaluation(30, 0, 40.0, 10.0) is None
+    assert state.planned_steps == 30 + int(550 / 1.2) and not policy.evaluation_due(31)
+    assert "10.0 s an evaluation every 50 steps plans 488 steps" in capsys.readouterr().err
+    steps_at_a_step_a_second = 30 + (600 - 40)  # what the plan was before evaluations counted
+    assert state.planned_steps < steps_at_a_step_a_second
+    assert policy.after_step(487, 590.0, 1.0) is None
+    assert policy.after_step(488, 599.0, 1.0) == "out of time"
+
+
 def test_a_second_training_into_the_same_run_is_refused_until_the_first_ends(toy_text_corpus, tmp_path, capsys):
     import fcntl
 

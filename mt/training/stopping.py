@@ -1,9 +1,12 @@
 """When training stops, decided in one place: the step limit, the time budget, patience, or Ctrl-C.
 
 A time budget (`train.max_minutes`) becomes a step plan once, at the end of warm-up: the steps
-left are what the budget has left at the pace measured so far. The plan is saved with the run, so
-the learning-rate schedule and the stop follow steps, not the clock, and `--resume` ends exactly
-where an uninterrupted run with the same plan ends. Evaluations come on top of the planned steps.
+left are what the budget has left at the pace measured so far, less the evaluations to come. So
+that their cost is known, not guessed, the run evaluates once right there and times it (on the fr_en
+CPU block an evaluation took about 24 s, and eight of them, left out of the plan, overran a
+20-minute budget by 2.9 minutes). The plan is saved with the run, so the learning-rate schedule and
+the stop follow steps, not the clock, and `--resume` ends exactly where an uninterrupted run with
+the same plan ends.
 
 Under torchrun every rank must stop at the same step, so the decisions that depend on one rank's
 clock or signal are compared across ranks (the plan is rank 0's), and only at steps where a sync
@@ -57,6 +60,7 @@ class StopPolicy:
         self.tc, self.world, self.device, self.flag, self.state = tc, world, device, flag, state
         self.budget_s = tc.max_minutes * 60 if tc.max_minutes else float("inf")
         self.plan_at = max(tc.warmup_steps, 1)  # the cosine starts here: it needs to know its end
+        self.plan_pending, self.pace_s = False, None  # warm-up is over: an evaluation, then the plan
 
     def total_steps(self) -> int:
         """Where training will stop: max_steps, or the plan a time budget became."""
@@ -83,28 +87,47 @@ class StopPolicy:
             return "interrupted"
         if self.budget_s < float("inf") and self.state.planned_steps is None:
             over = distributed.any_rank(world, elapsed_s >= self.budget_s, self.device)
-            if plan_now or over:
-                self._plan(step, elapsed_s, pace_s if not over else None)
+            if over:
+                self._plan(step, elapsed_s, None, 0.0)
+            elif plan_now:
+                self.plan_pending, self.pace_s = True, pace_s  # the loop evaluates now (`evaluation_due`)
+        return self._steps_done(step)
+
+    def evaluation_due(self, step: int) -> bool:
+        """Whether the loop evaluates after this step: every `eval_every` steps, and once more where
+        the plan waits to time an evaluation."""
+        return step % self.tc.eval_every == 0 or self.plan_pending
+
+    def _steps_done(self, step: int) -> str | None:
         if step >= self.total_steps():
-            return "out of time" if self.state.planned_steps is not None and step < tc.max_steps else "done"
+            return "out of time" if self.state.planned_steps is not None and step < self.tc.max_steps else "done"
         return None
 
-    def _plan(self, step: int, elapsed_s: float, pace_s: float | None) -> None:
-        """Turn what is left of the budget into steps at `pace_s` (none left, or no pace: stop now)."""
-        steps = step
+    def _plan(self, step: int, elapsed_s: float, pace_s: float | None, evaluation_s: float) -> None:
+        """Turn what is left of the budget into steps at `pace_s` a step plus `evaluation_s` every
+        `eval_every` steps and once at the end (none left, or no pace: stop now)."""
+        steps, every = step, self.tc.eval_every
         if pace_s and pace_s > 0:
-            steps = step + int(max(self.budget_s - elapsed_s, 0.0) / pace_s)
+            left = max(self.budget_s - elapsed_s - evaluation_s, 0.0)
+            steps = step + int(left / (pace_s + evaluation_s / every))
         steps = int(distributed.from_main(self.world, min(steps, self.tc.max_steps), self.device))
         self.state.planned_steps = max(steps, step)
         if self.world.is_main:
             print(
-                f"time budget: {self.tc.max_minutes:g} min at {pace_s or 0:.3f} s a step plans "
-                f"{self.state.planned_steps} steps (evaluations come on top)",
+                f"time budget: {self.tc.max_minutes:g} min at {pace_s or 0:.3f} s a step and {evaluation_s:.1f} s "
+                f"an evaluation every {every} steps plans {self.state.planned_steps} steps",
                 file=sys.stderr,
             )
 
-    def after_evaluation(self, bad_evals: int) -> str | None:
-        """'no improvement' once `train.patience` evaluations in a row have not improved (rank 0 decides)."""
+    def after_evaluation(self, step: int, bad_evals: int, elapsed_s: float, evaluation_s: float) -> str | None:
+        """The plan, where it waited for this evaluation (rank 0's timing decides); then 'out of
+        time' where no step is left, or 'no improvement' once `train.patience` evaluations in a row
+        have not improved (rank 0 decides)."""
+        if self.plan_pending:
+            self.plan_pending = False
+            self._plan(step, elapsed_s, self.pace_s, evaluation_s)
+            if self._steps_done(step):
+                return self._steps_done(step)
         patience = self.tc.patience
         stop = self.world.is_main and patience is not None and bad_evals >= patience
         return "no improvement" if distributed.any_rank(self.world, stop, self.device) else None

@@ -279,7 +279,8 @@ class Trainer:
         return sum((loss for loss, _ in results), torch.zeros(()))
 
     def evaluate_and_save(self, lr: float, since_eval: Meter, metrics_file) -> tuple[dict, bool]:
-        """Rank 0: validate, keep best/snapshot/last, log a metrics row. Returns (metrics, improved)."""
+        """Rank 0: validate, keep best.pt and a snapshot, log a metrics row (the loop then saves
+        last.pt, once the stop policy has seen the evaluation). Returns (metrics, improved)."""
         s, tc, run_dir = self.state, self.tc, self.cfg.run_dir
         tokens_per_s = since_eval.tokens_per_s()
         # Decoding asks for other sizes than the steps: the blocks glibc kept from the steps would
@@ -306,7 +307,6 @@ class Trainer:
             keep_last_snapshots(run_dir, tc.average_last)
         metrics_file.write(json.dumps(metrics) + "\n")  # before last.pt: a resume trims what it does not cover
         metrics_file.flush()
-        save_checkpoint(run_dir / LAST, self.checkpoint_state())
         return metrics, improved
 
     def run(self) -> bool:
@@ -357,10 +357,14 @@ class Trainer:
                 reason = policy.after_step(s.step, self.elapsed(), pace.seconds_per_step())
                 if reason == "interrupted":
                     return self._interrupted(bar)
-                if s.step % tc.eval_every == 0 or reason:
+                if policy.evaluation_due(s.step) or reason:
+                    started = time.monotonic()
                     if world.is_main:
                         self.metrics = self._evaluate(bar, lr, since_eval, metrics_file)
-                    reason = policy.after_evaluation(s.bad_evals) or reason
+                    evaluation_s = time.monotonic() - started
+                    reason = policy.after_evaluation(s.step, s.bad_evals, self.elapsed(), evaluation_s) or reason
+                    if world.is_main:  # after the metrics row (a resume trims what last.pt does not cover)
+                        save_checkpoint(self.cfg.run_dir / LAST, self.checkpoint_state())  # with the plan
                     since_eval.reset()
                     since_log.reset()  # evaluation time is not training time
             bar.close()
