@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mt.data.batching import collate
-from mt.hardware import ONEDNN_KERNELS, autocast, bound_onednn_kernels, cpu_has_bf16, uses_bf16
+from mt.hardware import IDEEP_ENTRIES, ONEDNN_KERNELS, autocast, bound_onednn_kernels, cpu_has_bf16, uses_bf16
 from mt.loss import token_loss
 from mt.model import GPT, Transformer
 
@@ -140,16 +140,19 @@ def test_training_in_bf16_on_cpu_through_the_cli(toy_text_corpus, tmp_path):
 
 
 def test_bf16_training_on_a_cpu_bounds_onednn_kernels_unless_the_user_chose(monkeypatch):
-    """oneDNN reads ONEDNN_PRIMITIVE_CACHE_CAPACITY when it builds its first kernel: bf16 training on
-    a CPU sets it (mt.hardware.bound_onednn_kernels); fp32, where MKL runs the matmuls, and a user's
-    own value are left alone."""
-    cpu, name = torch.device("cpu"), "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
-    environ = {k: v for k, v in os.environ.items() if k != name}
+    """oneDNN reads ONEDNN_PRIMITIVE_CACHE_CAPACITY, and ideep LRU_CACHE_CAPACITY, when they build
+    their first kernel: bf16 training on a CPU sets both (mt.hardware.bound_onednn_kernels); fp32,
+    where MKL runs the matmuls, and a user's own value are left alone."""
+    cpu, bounds = (
+        torch.device("cpu"),
+        {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": ONEDNN_KERNELS, "LRU_CACHE_CAPACITY": IDEEP_ENTRIES},
+    )
+    environ = {k: v for k, v in os.environ.items() if k not in bounds}
     monkeypatch.setattr(os, "environ", environ)
     bound_onednn_kernels(cpu, "fp32")
-    assert name not in environ
+    assert not set(bounds) & set(environ)
     bound_onednn_kernels(cpu, "bf16")
-    assert environ[name] == str(ONEDNN_KERNELS)
-    environ[name] = "512"
+    assert {name: environ[name] for name in bounds} == {name: str(n) for name, n in bounds.items()}
+    environ["LRU_CACHE_CAPACITY"] = "512"
     bound_onednn_kernels(cpu, "bf16")
-    assert environ[name] == "512"
+    assert environ["LRU_CACHE_CAPACITY"] == "512"
