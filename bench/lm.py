@@ -37,6 +37,7 @@ CPU_CONFIG = [
     "train.eval_every=250",
     "train.eval_batches=20",
     "train.device=cpu",
+    "train.max_minutes=null",  # steps alone, as nanoGPT runs: no evaluation to time a budget's plan
 ]
 
 

@@ -220,6 +220,8 @@ def quality_runs(on_gpu: bool, quick: bool, precision: str) -> list[tuple[str, s
     else:  # nanoGPT's CPU configuration for 2000 steps; the 3+3-layer translation model for 60 steps
         lm = CPU_GPT + ["train.max_steps=2000", "train.eval_every=250", "train.eval_batches=20"]
         mt = CPU_TRANSFORMER + ["train.max_steps=60", "train.eval_every=20", "train.warmup_steps=20", "train.lr=1.5e-3"]
+    if quick or not on_gpu:  # a step count alone: a budget would add the evaluation that times its plan
+        lm, mt = lm + ["train.max_minutes=null"], mt + ["train.max_minutes=null"]
     if not on_gpu:
         lm, mt = lm + ["train.device=cpu"], mt + ["data.train=[multi30k]", "model.dropout=0.0", "train.device=cpu"]
     lm, mt = lm + [f"train.precision={precision}"], mt + [f"train.precision={precision}"]

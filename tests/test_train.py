@@ -236,6 +236,17 @@ def test_a_time_budget_plans_the_evaluations_it_times_at_the_end_of_warm_up(caps
     assert policy.after_step(488, 599.0, 1.0) == "out of time"
 
 
+def test_the_evaluation_that_times_a_plan_is_logged_but_does_not_compete_for_best(toy_text_corpus, tmp_path):
+    """An early model must not become best.pt on a tie, nor join the averaged snapshots."""
+    run_train(
+        tmp_path / "run", "train.max_minutes=5", "train.max_steps=6", "train.eval_every=100", "train.average_last=2"
+    )
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [2, 6]  # warm-up ends at step 2: the timed evaluation
+    assert load_checkpoint(tmp_path / "run" / "best.pt")["step"] == 6
+    assert sorted(p.name for p in (tmp_path / "run" / "snapshots").iterdir()) == ["step-00000006.pt"]
+
+
 def test_a_second_training_into_the_same_run_is_refused_until_the_first_ends(toy_text_corpus, tmp_path, capsys):
     import fcntl
 

@@ -278,9 +278,10 @@ class Trainer:
             p.grad = g
         return sum((loss for loss, _ in results), torch.zeros(()))
 
-    def evaluate_and_save(self, lr: float, since_eval: Meter, metrics_file) -> tuple[dict, bool]:
-        """Rank 0: validate, keep best.pt and a snapshot, log a metrics row (the loop then saves
-        last.pt, once the stop policy has seen the evaluation). Returns (metrics, improved)."""
+    def evaluate_and_save(self, lr: float, since_eval: Meter, metrics_file, compete: bool = True) -> tuple[dict, bool]:
+        """Rank 0: validate, log a metrics row and, where the evaluation `compete`s (all but the one
+        that times a budget's plan, at the end of warm-up), keep best.pt and a snapshot; the loop
+        then saves last.pt, once the stop policy has seen the evaluation. Returns (metrics, improved)."""
         s, tc, run_dir = self.state, self.tc, self.cfg.run_dir
         tokens_per_s = since_eval.tokens_per_s()
         # Decoding asks for other sizes than the steps: the blocks glibc kept from the steps would
@@ -297,12 +298,13 @@ class Trainer:
         }
         self.model.train()
         heap.give_back()
-        score = metrics[self.task.best_metric]
-        improved = s.record(score, self.task.higher_is_better)
+        # The evaluation that times the plan is of an early model: it would win ties for best.pt
+        # (a metric stuck at 0 ties) and join the snapshots averaged at the end.
+        improved = compete and s.record(metrics[self.task.best_metric], self.task.higher_is_better)
         weights = {"model": self.model.state_dict(), "config": self.cfg.to_dict(), "step": s.step}
         if improved:
             save_checkpoint(run_dir / BEST, {**weights, **metrics})
-        if tc.average_last >= 2:
+        if compete and tc.average_last >= 2:
             save_checkpoint(snapshot_path(run_dir, s.step), weights)
             keep_last_snapshots(run_dir, tc.average_last)
         metrics_file.write(json.dumps(metrics) + "\n")  # before last.pt: a resume trims what it does not cover
@@ -358,9 +360,9 @@ class Trainer:
                 if reason == "interrupted":
                     return self._interrupted(bar)
                 if policy.evaluation_due(s.step) or reason:
-                    started = time.monotonic()
+                    started, compete = time.monotonic(), s.step % tc.eval_every == 0 or reason is not None
                     if world.is_main:
-                        self.metrics = self._evaluate(bar, lr, since_eval, metrics_file)
+                        self.metrics = self._evaluate(bar, lr, since_eval, metrics_file, compete)
                     evaluation_s = time.monotonic() - started
                     reason = policy.after_evaluation(s.step, s.bad_evals, self.elapsed(), evaluation_s) or reason
                     if world.is_main:  # after the metrics row (a resume trims what last.pt does not cover)
@@ -394,8 +396,8 @@ class Trainer:
         bar.update(s.step - bar.n)
         since_log.reset()
 
-    def _evaluate(self, bar, lr: float, since_eval: Meter, metrics_file) -> dict:
-        metrics, improved = self.evaluate_and_save(lr, since_eval, metrics_file)
+    def _evaluate(self, bar, lr: float, since_eval: Meter, metrics_file, compete: bool) -> dict:
+        metrics, improved = self.evaluate_and_save(lr, since_eval, metrics_file, compete)
         self.board.scalars("valid", {k: v for k, v in metrics.items() if k.startswith("val_")}, self.state.step)
         shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.startswith(("train_", "val_")))
         bar.write(f"step {self.state.step}: {shown}{'  (best)' if improved else ''}", file=sys.stderr)
