@@ -9,7 +9,8 @@ Shape letters: B batch, S source length, T target (or text) length, H heads, D m
 K head width (D / H), V vocabulary, L keys held by a cache.
 
 Mask convention (the only one): a boolean tensor broadcastable to (B, H, Tq, Tk), True where a
-query may attend to a key. Masks are built once per batch from padding; causality is a flag.
+query may attend to a key. Masks are built once per batch from padding; causality is a flag. fp32
+decoding passes SDPA the same mask in its additive float form (0 or -inf), made once per batch.
 """
 
 from __future__ import annotations

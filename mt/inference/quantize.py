@@ -29,9 +29,21 @@ class Int8Linear(nn.Module):
     def __init__(self, quantized: nn.Module):
         super().__init__()
         self.packed = quantized._packed_params._packed_params  # int8 weights and float bias, packed for fbgemm
+        self.reduce_range = True  # fbgemm quantizes activations to 7 bits, as the module does
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.quantized.linear_dynamic(x, self.packed, True)  # 7-bit activations, as the module
+        return torch.ops.quantized.linear_dynamic(x, self.packed, self.reduce_range)
+
+    def repack_for_onednn(self) -> None:
+        """The same int8 weights, packed for oneDNN's kernels, which quantize activations to all 8 bits."""
+        weight, bias = torch.ops.quantized.linear_unpack(self.packed)
+        engine = torch.backends.quantized.engine
+        torch.backends.quantized.engine = "onednn"  # packing follows the engine in force; calls follow the packing
+        try:
+            self.packed = torch.ops.quantized.linear_prepack(weight, bias)
+        finally:
+            torch.backends.quantized.engine = engine
+        self.reduce_range = False
 
 
 def _thin(model: nn.Module) -> nn.Module:
@@ -40,6 +52,17 @@ def _thin(model: nn.Module) -> nn.Module:
         if isinstance(m, torch.ao.nn.quantized.dynamic.Linear):
             parent, _, child = name.rpartition(".")
             setattr(model.get_submodule(parent), child, Int8Linear(m))
+    return model
+
+
+def _output_layer_on_onednn(model: nn.Module) -> nn.Module:
+    """The output layer (D x V, the largest matmul of a decoding step) on oneDNN where PyTorch has it:
+    for beam search's 320 rows x 256 x 8,000 it took 3.6 ms against fbgemm's 4.8 ms on a 2-core AMD
+    EPYC with AVX-512 VNNI. The other layers stay on fbgemm, which was as fast or faster at their
+    sizes (a 40 x 256 x 256 layer: 30 against 43 us)."""
+    head = getattr(model, "head", None)
+    if isinstance(head, Int8Linear) and "onednn" in torch.backends.quantized.supported_engines:
+        head.repack_for_onednn()
     return model
 
 
@@ -52,4 +75,4 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     names = {name for name, m in model.named_modules() if isinstance(m, nn.Linear) and not name.endswith("cross.qkv")}
     with warnings.catch_warnings():  # PyTorch marks its quantized tensor types as deprecated
         warnings.simplefilter("ignore")
-        return _thin(torch.ao.quantization.quantize_dynamic(model, names, dtype=torch.qint8))
+        return _output_layer_on_onednn(_thin(torch.ao.quantization.quantize_dynamic(model, names, dtype=torch.qint8)))

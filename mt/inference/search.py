@@ -60,6 +60,13 @@ def output_limits(src: torch.Tensor, model_max_len: int, max_len: int | None = N
     return torch.clamp(2 * src_len + 10, max=model_max_len)
 
 
+def _additive(mask: torch.Tensor) -> torch.Tensor:
+    """A boolean key mask as the float one SDPA makes of it (0 where allowed, -inf elsewhere): SDPA
+    converts a boolean mask at every call, each layer and each step, and in fp32 it takes this one
+    as it is, with the same results."""
+    return torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, float("-inf"))
+
+
 class Decoder:
     """The incremental decoding state of one model, or of an ensemble, over a batch of sources.
 
@@ -74,7 +81,8 @@ class Decoder:
         for model in self.models:
             memory, mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
             self.memories.append(memory)
-            self.masks.append(mask)
+            fp32 = memory.dtype == torch.float32 and not torch.is_autocast_enabled(src.device.type)
+            self.masks.append(_additive(mask) if fp32 else mask)
             self.caches.append(model.new_cache(memory, steps, beams) if use_cache else None)
 
     @property
