@@ -133,7 +133,9 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
         self.resid_dropout = Dropout(dropout)
-        self.query: nn.Module | None = None  # cross-attention's query rows as a module of their own (int8 inference)
+        # cross-attention's query rows and key/value rows as modules of their own (int8 inference)
+        self.query: nn.Module | None = None
+        self.key_value: nn.Module | None = None
 
     def projection(self, part: str) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(weight, bias) of one part of the fused projection: "q" (D, D), "kv" (2D, D) or "qkv"
@@ -165,7 +167,8 @@ class Attention(nn.Module):
             if cache is not None and cache.len:  # memory keys/values were computed at the first step
                 k, v = cache.keys_values()
             else:
-                k, v = F.linear(memory, w_kv, b_kv).split(d, dim=2)  # 2 x (B, S, D)
+                kv = self.key_value(memory) if self.key_value is not None else F.linear(memory, w_kv, b_kv)
+                k, v = kv.split(d, dim=2)  # 2 x (B, S, D)
                 k, v = (
                     cache.append(self._rows(k), self._rows(v))
                     if cache is not None

@@ -240,11 +240,11 @@ def test_int8_model_calls_the_quantized_operator_directly_with_the_same_results(
     import copy
     import warnings
 
-    from mt.inference.quantize import Int8Linear, _split_cross_queries, quantize_int8
+    from mt.inference.quantize import Int8Linear, _split_cross_projections, quantize_int8
 
     model = tiny()
     reference = copy.deepcopy(model)
-    _split_cross_queries(reference)
+    _split_cross_projections(reference)
     names = {n for n, m in reference.named_modules() if isinstance(m, torch.nn.Linear) and not n.endswith("cross.qkv")}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -8,17 +8,21 @@ import torch.nn as nn
 from mt.errors import UserError
 
 
-def _split_cross_queries(model: nn.Module) -> None:
-    """Give each cross-attention its query rows as a Linear of their own, so that they quantize: the
-    fused projection is used by slicing its weight, which a quantized module cannot be."""
+def _linear_of(weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Linear:
+    layer = nn.Linear(weight.size(1), weight.size(0), bias=bias is not None)
+    layer.weight.data.copy_(weight.data)
+    if bias is not None:
+        layer.bias.data.copy_(bias.data)
+    return layer
+
+
+def _split_cross_projections(model: nn.Module) -> None:
+    """Give each cross-attention its query rows and its key/value rows as Linears of their own, so
+    that they quantize: the fused projection is used by slicing its weight, which a quantized module
+    cannot be."""
     for name, m in model.named_modules():
         if name.endswith(".cross") and hasattr(m, "projection"):
-            weight, bias = m.projection("q")
-            query = nn.Linear(weight.size(1), weight.size(0), bias=bias is not None)
-            query.weight.data.copy_(weight.data)
-            if bias is not None:
-                query.bias.data.copy_(bias.data)
-            m.query = query
+            m.query, m.key_value = _linear_of(*m.projection("q")), _linear_of(*m.projection("kv"))
 
 
 class Int8Linear(nn.Module):
@@ -67,11 +71,11 @@ def _output_layer_on_onednn(model: nn.Module) -> nn.Module:
 
 
 def quantize_int8(model: nn.Module) -> nn.Module:
-    """Weights to int8, activations quantized on the fly. Cross-attention's keys and values (computed
-    once per sentence) stay in float."""
+    """Weights to int8, activations quantized on the fly, cross-attention's key and value projection
+    included (CTranslate2's int8 quantizes it too): in fp32 it took 7% of greedy decoding's time."""
     if next(model.parameters()).device.type != "cpu":
         raise UserError("--quantize int8 is for CPU inference; drop it or use --device cpu")
-    _split_cross_queries(model)
+    _split_cross_projections(model)
     names = {name for name, m in model.named_modules() if isinstance(m, nn.Linear) and not name.endswith("cross.qkv")}
     with warnings.catch_warnings():  # PyTorch marks its quantized tensor types as deprecated
         warnings.simplefilter("ignore")
