@@ -78,6 +78,13 @@ class KVCache:
         torch.index_select(self.v[:, :n], 0, index, out=v[:, :n])
         self.spare, self.k, self.v = (self.k, self.v), k, v
 
+    def move_rows(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        """Rows `dst` take the keys and values of rows `src`, none of which is in `dst`; every other
+        row keeps its own. In place, so only the rows that change are copied: beam search puts a
+        hypothesis in its parent's row where it can, and then three rows in four stay."""
+        for held in (self.k[:, : self.len], self.v[:, : self.len]):
+            held.index_copy_(0, dst, held.index_select(0, src))
+
 
 CACHE_START = 32  # positions a self-attention cache holds before it first grows
 

@@ -9,7 +9,7 @@ from mt.inference import search as decode
 from mt.inference.search import beam_search, greedy_or_sample
 from mt.inference.selection import argmax_rows, topk_rows
 from mt.loss import token_loss
-from mt.model import Transformer
+from mt.model import KVCache, Transformer
 
 V = 20
 
@@ -97,6 +97,13 @@ def test_beams_sharing_one_memory_row_equal_a_memory_repeated_per_beam():
 
 def sources():
     return collate([[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16]], [[1]])["src"]
+
+
+def random_sources(seed: int, count: int):
+    """`count` random sources of 1 to 11 tokens, padded into one batch."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 12, (count,), generator=g)
+    return collate([torch.randint(4, V, (int(n),), generator=g).tolist() for n in lengths], [[1]])["src"]
 
 
 def test_beam_one_equals_greedy_and_top_k_one_equals_greedy():
@@ -210,10 +217,7 @@ def test_dropping_finished_sentences_changes_no_output(monkeypatch):
     model = tiny()
     for p in model.parameters():
         p.data.normal_(0, 0.3)
-    g = torch.Generator().manual_seed(1)
-    src = collate(
-        [torch.randint(4, V, (int(n),), generator=g).tolist() for n in torch.randint(1, 12, (16,), generator=g)], [[1]]
-    )["src"]
+    src = random_sources(seed=1, count=16)
     monkeypatch.setattr(decode, "_worth_shrinking", lambda finished, rows: finished > 0)  # drop at every chance
     shrunk = greedy_or_sample(model, src), beam_search(model, src, beam=3, n_best=2)
     monkeypatch.setattr(decode, "_worth_shrinking", lambda finished, rows: False)
@@ -276,3 +280,33 @@ def test_decoding_masks_in_fp32_are_additive_and_change_no_output(monkeypatch):
     boolean = greedy_or_sample(model, src), beam_search(model, src, beam=3, n_best=2)
     for (out_a, score_a), (out_b, score_b) in zip(additive, boolean):
         assert out_a == out_b and torch.equal(score_a, score_b)
+
+
+def test_new_beams_take_their_parents_rows_so_that_fewest_rows_move():
+    rows = ids([0, 0, 1, 4, 0], [5, 7, 7, 7, 9])  # two sentences of 5 beams: the rows each new beam extends
+    order = decode._in_parent_rows(rows)
+    assert sorted(order[0].tolist()) == sorted(order[1].tolist()) == list(range(5))  # a permutation
+    flat = rows.gather(1, order).view(-1)
+    stay = flat == torch.arange(10)
+    assert stay.sum() == 6  # one row per distinct parent: 0, 1, 4 and 5, 7, 9
+    assert decode._moves(flat) is not None  # no moved row is read after it is written
+
+
+def test_beams_in_their_parents_rows_change_no_output(monkeypatch):
+    """Ordering each sentence's beams by parent (so that the caches move only the rows that change,
+    in place) gives the outputs and scores of the best-first order with whole-cache reorders."""
+    model = tiny()
+    for p in model.parameters():
+        p.data.normal_(0, 0.3)
+    src = random_sources(seed=2, count=12)
+    moved = []
+    real_move = KVCache.move_rows
+    monkeypatch.setattr(
+        KVCache, "move_rows", lambda self, dst, src_rows: moved.append(1) or real_move(self, dst, src_rows)
+    )
+    in_place = beam_search(model, src, beam=4, n_best=2)
+    assert moved  # the in-place path ran
+    monkeypatch.setattr(decode, "_in_parent_rows", lambda rows: torch.arange(rows.size(1)).expand_as(rows))
+    monkeypatch.setattr(decode, "_moves", lambda rows: None)
+    best_first = beam_search(model, src, beam=4, n_best=2)
+    assert in_place[0] == best_first[0] and torch.equal(in_place[1], best_first[1])

@@ -108,13 +108,27 @@ class Decoder:
         """Keep decoding rows `rows`, in that order, and, when sentences leave the batch, sentences
         `sentences` of the memory (for greedy decoding the same as `rows`). Beam search's
         reordering within a sentence leaves the memory alone: all its beams share it."""
+        moves = _moves(rows) if sentences is None else None
         for i, cache in enumerate(self.caches):
             if sentences is not None:
                 self.memories[i], self.masks[i] = self.memories[i][sentences], self.masks[i][sentences]
             for self_cache, cross_cache in cache or []:
-                self_cache.reorder(rows)
+                if moves is not None and rows.numel() == self_cache.k.size(0):
+                    self_cache.move_rows(*moves)
+                else:
+                    self_cache.reorder(rows)
                 if sentences is not None:
                     cross_cache.reorder(sentences)
+
+
+def _moves(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(destination rows, source rows) of the rows that `rows` changes, when no row is read after
+    it is overwritten (no destination is also a source): then the caches can move just those rows."""
+    if rows.device.type != "cpu":  # the check below would wait for the GPU; its memory is fast anyway
+        return None
+    dst = (rows != torch.arange(rows.numel(), device=rows.device)).nonzero().squeeze(1)
+    src = rows[dst]
+    return None if bool(torch.isin(src, dst).any()) else (dst, src)
 
 
 @torch.no_grad()
@@ -270,6 +284,9 @@ def beam_search(
         _add_finished(finished, final, top_scores, lp, history, origin, t)
         scores, keep = torch.where(ended, float("-inf"), top_scores).topk(k, dim=1)  # (n, K): the K that go on
         done |= finished.scores[:, -1] >= scores[:, 0] / lp
+        if width == k and device.type == "cpu":  # beams in their parents' rows: the caches move fewer
+            order = _in_parent_rows(origin.gather(1, keep))
+            scores, keep = scores.gather(1, order), keep.gather(1, order)
         rows, new_tokens = origin.gather(1, keep), token.gather(1, keep)  # (n, K): the beams they extend
         live = None
         if (t + 1) % check_every == 0:
@@ -290,6 +307,23 @@ def beam_search(
     _store(result, finished, sent, torch.arange(sent.size(0), device=device))
     ids = [[_until_end(h) for h in sentence] for sentence in result.ids.tolist()]
     return ids, result.scores
+
+
+def _in_parent_rows(rows: torch.Tensor) -> torch.Tensor:
+    """An order for each sentence's K new beams, given the (n, K) rows they extend: each parent's
+    first child takes the parent's own row, the other children the rows of parents left without
+    any. The order of a sentence's beams is free; in this one the caches copy only the rows that
+    change (a quarter of them in beam 5 on test_2016, against half when the best comes first)."""
+    n, k = rows.shape
+    beams = torch.arange(k, device=rows.device)
+    parent = rows - torch.arange(n, device=rows.device)[:, None] * k  # (n, K): beam index in its sentence
+    earlier_sibling = (parent[:, :, None] == parent[:, None, :]) & (beams[None, :] < beams[:, None])
+    first = ~earlier_sibling.any(dim=2)  # (n, K)
+    childless = torch.ones(n, k, dtype=torch.bool, device=rows.device).scatter_(1, parent, False)
+    free = torch.argsort((~childless).to(torch.uint8), dim=1, stable=True)  # childless rows first, in order
+    rank = ((~first).cumsum(dim=1) - 1).clamp(min=0)
+    slot = torch.where(first, parent, free.gather(1, rank))  # (n, K): the row each new beam takes
+    return torch.empty_like(slot).scatter_(1, slot, beams.expand(n, k))  # (n, K): the beam each row takes
 
 
 def _add_finished(finished: _Finished, final, top_scores, lp: float, history, origin, t: int) -> None:
