@@ -284,10 +284,10 @@ def beam_search(
         _add_finished(finished, final, top_scores, lp, history, origin, t)
         scores, keep = torch.where(ended, float("-inf"), top_scores).topk(k, dim=1)  # (n, K): the K that go on
         done |= finished.scores[:, -1] >= scores[:, 0] / lp
-        if width == k and device.type == "cpu":  # beams in their parents' rows: the caches move fewer
-            order = _in_parent_rows(origin.gather(1, keep))
-            scores, keep = scores.gather(1, order), keep.gather(1, order)
         rows, new_tokens = origin.gather(1, keep), token.gather(1, keep)  # (n, K): the beams they extend
+        if width == k and device.type == "cpu":  # beams in their parents' rows: the caches move fewer
+            order = _in_parent_rows(rows)
+            scores, rows, new_tokens = scores.gather(1, order), rows.gather(1, order), new_tokens.gather(1, order)
         live = None
         if (t + 1) % check_every == 0:
             n_done = int(done.sum())
