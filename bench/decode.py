@@ -6,12 +6,15 @@ a process of its own.
     python bench/decode.py --model runs/fr_en                  # Multi30k test_2016_flickr, 1,000 sentences
     python bench/decode.py --model runs/fr_en --rounds 3       # best of three rounds per row
     python bench/decode.py --model runs/fr_en --workers 1      # one batch at a time, on every thread
+    python bench/decode.py --model runs/fr_en --device cuda --batch-size 500   # mt on a GPU (bf16)
 
 Both engines decode `--workers` batches at once (default: one per intra-op thread, mt's own default
 on a CPU; CTranslate2's inter_threads), the threads shared out between them. Each round runs every
 engine once, in turn, so that a slow minute of a shared machine hits all of them alike; each row
 keeps its fastest round. Prints seconds, sentences/s, BLEU and the ratio to CTranslate2 int8 for
 each row, and writes bench/results/decode.json. Needs the corpus (downloaded, or MT_DATA_MIRROR).
+On a GPU (`--device cuda`) the default row is mt at its inference precision (bf16 autocast); name
+CTranslate2's rows with `--engines` where its CUDA build runs.
 """
 
 import argparse
@@ -44,13 +47,16 @@ def timed(translator, src, options, batch_size, repeat):
 
 # The last row is CTranslate2 as its own defaults lay it out (inter_threads 1): one batch at a time on every thread.
 ENGINES = ["mt fp32", "mt int8", "CTranslate2 int8", "CTranslate2 int8, 1 worker"]
+GPU_ENGINES = ["mt", "CTranslate2 float16", "CTranslate2 int8_float16"]  # mt: bf16 autocast, as mt.translate runs
+PEER = "CTranslate2 int8"  # the row the ratios are taken against, where it ran
 
 
-def load_engine(name: str, model: str, tmp: Path, workers: int):
-    if name.startswith("CTranslate2 int8"):
-        export(model, tmp / "int8", "int8")
-        return CTranslate2Translator(tmp / "int8", workers=1 if name.endswith("1 worker") else workers)
-    translator = Translator.load(model, "cpu", "int8" if name == "mt int8" else None)
+def load_engine(name: str, model: str, tmp: Path, workers: int, device: str):
+    if name.startswith("CTranslate2"):
+        quantization = name.split()[1].rstrip(",")
+        export(model, tmp / quantization, quantization)
+        return CTranslate2Translator(tmp / quantization, device, workers=1 if name.endswith("1 worker") else workers)
+    translator = Translator.load(model, device, "int8" if name == "mt int8" else None)
     translator.translate = functools.partial(translator.translate, workers=workers)
     return translator
 
@@ -58,12 +64,12 @@ def load_engine(name: str, model: str, tmp: Path, workers: int):
 def engine_rows(args) -> list[dict]:
     """Greedy and beam-5 rows of one engine (this process runs no other: CTranslate2's thread pool
     and PyTorch's slowed each other by up to a quarter when they shared a 2-core machine's process)."""
-    cfg = Translator.load(args.model, "cpu").cfg
+    cfg = Translator.load(args.model, "cpu").cfg  # the recipe only: the engine loads below
     src, ref = columns(load_pairs(args.test, "test", cfg.data.src_lang, cfg.data.tgt_lang), "src", "tgt")
     src, ref = src[: args.limit], ref[: args.limit]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        translator = load_engine(args.engine, args.model, Path(tmp), args.workers)
+        translator = load_engine(args.engine, args.model, Path(tmp), args.workers, args.device)
         for beam in (1, 5):
             options = DecodeOptions(beam=beam, length_penalty=cfg.decode.length_penalty)
             seconds, hyp = timed(translator, src, options, args.batch_size, args.repeat)
@@ -79,7 +85,7 @@ def fastest_rounds(args) -> list[dict]:
     fastest round, with all rounds' seconds beside it."""
     best: dict[tuple, dict] = {}
     for _ in range(args.rounds):
-        for name in ENGINES:
+        for name in args.engines:
             argv = [sys.executable, __file__, *sys.argv[1:], "--engine", name]
             for row in json.loads(subprocess.run(argv, check=True, stdout=subprocess.PIPE).stdout):
                 key = (row["engine"], row["decoding"])
@@ -97,10 +103,21 @@ def main():
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--repeat", type=int, default=1, help="time each row this many times a round and keep the fastest")
     p.add_argument("--rounds", type=int, default=1, help="run every engine this many times, in turn; keep the fastest")
-    p.add_argument("--workers", type=int, default=torch.get_num_threads(), help="batches decoded at once")
+    p.add_argument("--workers", type=int, help="batches decoded at once (default: one per thread on a CPU, 1 on a GPU)")
     p.add_argument("--limit", type=int, help="only the first N sentences")
-    p.add_argument("--engine", choices=ENGINES, help=argparse.SUPPRESS)  # one engine's rows, as JSON
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument(
+        "--engines",
+        type=lambda text: text.split(","),
+        help=f"comma-separated rows (default on a CPU: {','.join(ENGINES)}; on a GPU: mt)",
+    )
+    p.add_argument("--engine", choices=ENGINES + GPU_ENGINES, help=argparse.SUPPRESS)  # one engine's rows, as JSON
     args = p.parse_args()
+    args.workers = args.workers or (torch.get_num_threads() if args.device == "cpu" else 1)
+    args.engines = args.engines or (ENGINES if args.device == "cpu" else GPU_ENGINES[:1])
+    unknown = set(args.engines) - set(ENGINES + GPU_ENGINES)
+    if unknown:
+        p.error(f"unknown engine(s) {sorted(unknown)}; choose from {ENGINES + GPU_ENGINES}")
     if args.engine:
         print(json.dumps(engine_rows(args)))
         return
@@ -109,39 +126,34 @@ def main():
     for row in rows:
         row["sentences_per_s"] = round(src_count / row["seconds"], 1)
     for row in rows:
-        peer = next(r for r in rows if r["engine"] == "CTranslate2 int8" and r["decoding"] == row["decoding"])
-        row["vs_ctranslate2_int8"] = round(row["seconds"] / peer["seconds"], 2)
+        peer = next((r for r in rows if r["engine"] == PEER and r["decoding"] == row["decoding"]), None)
+        row["vs_ctranslate2_int8"] = round(row["seconds"] / peer["seconds"], 2) if peer else None
+    hardware = describe(torch.device(args.device))
     print(
         f"\n{src_count} sentences of {args.test}, batch {args.batch_size}, {args.workers} worker(s), "
-        f"best of {args.rounds} round(s), {describe(torch.device('cpu'))}"
+        f"best of {args.rounds} round(s), {hardware}"
     )
     print(f"{'engine':<28}{'decoding':<9}{'seconds':>9}{'sent/s':>9}{'BLEU':>7}{'x CT2 int8':>12}")
     for r in rows:
-        print(
-            f"{r['engine']:<28}{r['decoding']:<9}{r['seconds']:>9.2f}{r['sentences_per_s']:>9.1f}{r['bleu']:>7.2f}"
-            f"{r['vs_ctranslate2_int8']:>12.2f}"
-        )
+        ratio = f"{r['vs_ctranslate2_int8']:.2f}" if r["vs_ctranslate2_int8"] is not None else "n/a"
+        line = f"{r['engine']:<28}{r['decoding']:<9}{r['seconds']:>9.2f}{r['sentences_per_s']:>9.1f}{r['bleu']:>7.2f}"
+        print(line + f"{ratio:>12}")
+    write_results(args, rows, src_count, hardware)
+
+
+def write_results(args, rows: list[dict], src_count: int, hardware: str) -> None:
+    try:
+        import ctranslate2
+
+        ct2_version = ctranslate2.__version__
+    except ImportError:  # mt's rows alone need no CTranslate2
+        ct2_version = None
+    keys = ("model", "test", "batch_size", "workers", "rounds", "device")
+    summary = {key: getattr(args, key) for key in keys} | {"sentences": src_count, "hardware": hardware}
+    summary |= {"torch": torch.__version__, "ctranslate2": ct2_version, "rows": rows}
     out = Path("bench/results/decode.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    import ctranslate2
-
-    out.write_text(
-        json.dumps(
-            {
-                "model": args.model,
-                "test": args.test,
-                "sentences": src_count,
-                "batch_size": args.batch_size,
-                "workers": args.workers,
-                "rounds": args.rounds,
-                "cpu": describe(torch.device("cpu")),
-                "torch": torch.__version__,
-                "ctranslate2": ctranslate2.__version__,
-                "rows": rows,
-            },
-            indent=2,
-        )
-    )
+    out.write_text(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""python -m mt.bench [--quick] [--device auto|cpu|cuda] [--precision auto|fp32|bf16] [--no-quality] [--out FILE]
+"""python -m mt.bench [--quick] [--device auto|cpu|cuda] [--precision auto|fp32|bf16] [--compile] [--no-quality]
+                     [--out FILE]
 
 Measures training throughput (tokens/s and model FLOPs utilisation) for the character GPT and the
 translation Transformer and decoding speed (greedy and beam 5, several batch sizes, with and
@@ -123,17 +124,18 @@ def transformer_setting(on_gpu: bool) -> dict:
     }
 
 
-def measure_training(setting: dict, device: torch.device, precision: str, steps: int) -> dict:
+def measure_training(setting: dict, device: torch.device, precision: str, steps: int, compile: bool = False) -> dict:
     model = setting["model"].to(device).train()
     optimizer = make_optimizer(model, setting["cfg"].train)
     inputs, targets = setting["batch"](device)
+    forward = torch.compile(model) if compile else model  # one shape: compiles once, in the warm-up
 
     def step():
         with autocast(device, precision):
             if isinstance(model, Transformer):  # the loss as training takes it (mt.loss.head_loss)
-                loss = model(*inputs, targets=targets)
+                loss = forward(*inputs, targets=targets)
             else:
-                loss = token_loss(model(*inputs), targets)
+                loss = token_loss(forward(*inputs), targets)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -149,7 +151,7 @@ def measure_training(setting: dict, device: torch.device, precision: str, steps:
     peak = peak_flops(device)
     return {
         "model": setting["name"],
-        "shape": setting["shape"],
+        "shape": setting["shape"] + (", compiled" if compile else ""),
         "params_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 2),
         "step_ms": round(seconds * 1e3, 1),
         "tokens_per_s": round(setting["tokens"] / seconds),
@@ -265,6 +267,7 @@ def parse_args(argv):
         choices=["auto", "fp32", "bf16"],
         help="auto: bf16 autocast on CUDA and on CPUs with bf16 units (AMX or AVX-512 BF16), else fp32",
     )
+    p.add_argument("--compile", action="store_true", help="also time the training steps through torch.compile")
     p.add_argument("--no-quality", action="store_true", help="skip the time-to-quality training runs")
     p.add_argument("--out", default="bench/results/bench.json")
     return p.parse_args(argv)
@@ -273,10 +276,10 @@ def parse_args(argv):
 def print_tables(result: dict, decode_shape: str) -> None:
     """The three tables: training speed, decoding speed, time to quality."""
     print(f"\nmt.bench on {result['hardware']}, torch {result['torch']}, {result['precision']}\n")
-    print(f"{'training (random weights)':<26}{'shape':<52}{'step ms':>9}{'tokens/s':>11}{'TFLOP/s':>9}{'MFU':>7}")
+    print(f"{'training (random weights)':<26}{'shape':<62}{'step ms':>9}{'tokens/s':>11}{'TFLOP/s':>9}{'MFU':>7}")
     for r in result["training"]:
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
-        print(f"{r['model']:<26}{r['shape']:<52}{r['step_ms']:>9}{r['tokens_per_s']:>11,}{r['tflops']:>9}{mfu:>7}")
+        print(f"{r['model']:<26}{r['shape']:<62}{r['step_ms']:>9}{r['tokens_per_s']:>11,}{r['tflops']:>9}{mfu:>7}")
     print(f"\n{'decoding (' + decode_shape + ')':<60}{'sent/s':>9}{'tokens/s':>10}{'out len':>9}{'peak MB':>9}")
     for r in result["decoding"]:
         label = f"{r['decoding']}, batch {r['batch']}, {'with' if r['kv_cache'] else 'without'} KV cache"
@@ -301,7 +304,10 @@ def main(argv=None):
     on_gpu = device.type == "cuda"
     torch.manual_seed(0)
     steps = 3 if args.quick else 20
-    training = [measure_training(s(on_gpu), device, args.precision, steps) for s in (gpt_setting, transformer_setting)]
+    settings = (gpt_setting, transformer_setting)
+    training = [measure_training(s(on_gpu), device, args.precision, steps) for s in settings]
+    if args.compile:
+        training += [measure_training(s(on_gpu), device, args.precision, steps, compile=True) for s in settings]
     decode_setting = transformer_setting(False)  # the CPU-sized model decodes everywhere
     sentences, batch_sizes = (8, [1, 8]) if args.quick else (64, [1, 8, 64])
     decoding = measure_decoding(decode_setting, device, args.precision, sentences, batch_sizes, src_len=16)
