@@ -14,11 +14,17 @@ import torch.nn.functional as F
 
 from mt.data.tokenizer import PAD
 
-HEAD_ROWS = 1024  # rows of logits alive at once in head_loss: 32 MB in fp32 over an 8k vocabulary
-# Rows of fp32 log-probabilities per pass of the elementwise work: 4 MB over an 8k vocabulary, so
-# the passes after the first run in cache, and no allocation is large enough for glibc to map fresh
-# (zeroed, page-faulting) memory each time. Over 1,024 rows at once the same work took 3x as long.
+HEAD_ROWS = 1024  # rows of logits alive at once in head_loss on a CPU: 32 MB in fp32 over an 8k vocabulary
+# On a CPU, rows of fp32 log-probabilities per pass of the elementwise work: 4 MB over an 8k
+# vocabulary, so the passes after the first run in cache, and no allocation is large enough for
+# glibc to map fresh (zeroed, page-faulting) memory each time. Over 1,024 rows at once the same
+# work took 3x as long.
 CHUNK_ROWS = 128
+# On a GPU every operation is a kernel launch that costs the host microseconds, and the CPU's small
+# passes made the loss 5,165 of a Transformer-base step's 8,078 operations at 800 x 32 target rows
+# (mt.bench's batch). There a slice is 4,096 rows (128 MB of fp32 log-probabilities over an 8k
+# vocabulary), each taken in one pass: the loss is then 281 operations, the step 3,230.
+GPU_HEAD_ROWS = 4096
 ROW_MULTIPLE = 64  # on CPU head_loss rounds its row count up to this (_mostly_real_rows)
 
 
@@ -40,18 +46,25 @@ def _logp_to_grad_(logp: torch.Tensor, targets: torch.Tensor, smoothing: float) 
     return g.mul_((targets != PAD)[:, None])
 
 
+def _chunk_rows(device: torch.device, rows: int) -> int:
+    """Rows per elementwise pass: a cache's worth on a CPU, the whole slice elsewhere."""
+    return CHUNK_ROWS if device.type == "cpu" else max(rows, 1)
+
+
 def _loss_sum(logits: torch.Tensor, targets: torch.Tensor, smoothing: float) -> torch.Tensor:
-    """The summed loss of (N, V) logits, CHUNK_ROWS rows at a time in fp32."""
-    pieces = zip(logits.split(CHUNK_ROWS), targets.split(CHUNK_ROWS))
+    """The summed loss of (N, V) logits in fp32, a chunk of rows at a time (_chunk_rows)."""
+    chunk = _chunk_rows(logits.device, logits.size(0))
+    pieces = zip(logits.split(chunk), targets.split(chunk))
     return sum(_smoothed_nll(torch.log_softmax(c.float(), dim=-1), t, smoothing).sum() for c, t in pieces)
 
 
 def _loss_and_grad_(logits: torch.Tensor, targets: torch.Tensor, smoothing: float) -> torch.Tensor:
-    """The summed loss of (N, V) logits, CHUNK_ROWS rows at a time in fp32; the logits are
-    overwritten with the gradient of that sum, in their own dtype."""
+    """The summed loss of (N, V) logits in fp32, a chunk of rows at a time (_chunk_rows); the
+    logits are overwritten with the gradient of that sum, in their own dtype."""
     total = torch.zeros((), device=logits.device)
-    for start in range(0, logits.size(0), CHUNK_ROWS):
-        chunk, t = logits[start : start + CHUNK_ROWS], targets[start : start + CHUNK_ROWS]
+    rows = _chunk_rows(logits.device, logits.size(0))
+    for start in range(0, logits.size(0), rows):
+        chunk, t = logits[start : start + rows], targets[start : start + rows]
         logp = torch.log_softmax(chunk.float(), dim=-1)
         total += _smoothed_nll(logp, t, smoothing).sum()
         chunk.copy_(_logp_to_grad_(logp, t, smoothing))
@@ -150,13 +163,15 @@ def head_loss(
     head: torch.nn.Linear,
     targets: torch.Tensor,
     label_smoothing: float = 0.0,
-    rows: int = HEAD_ROWS,
+    rows: int | None = None,
 ) -> torch.Tensor:
     """token_loss(head(states), targets) for (..., D) states, taking the output layer `rows`
-    rows at a time (on CPU over the rows with real targets, see _mostly_real_rows). Without
-    gradients it computes the loss alone."""
+    rows at a time (default: HEAD_ROWS on a CPU, over the rows with real targets, see
+    _mostly_real_rows; GPU_HEAD_ROWS elsewhere). Without gradients it computes the loss alone."""
     states, targets = states.reshape(-1, states.size(-1)), targets.reshape(-1)
-    if states.device.type == "cpu":  # where selecting rows costs no host-device synchronisation
+    on_cpu = states.device.type == "cpu"
+    rows = rows or (HEAD_ROWS if on_cpu else GPU_HEAD_ROWS)
+    if on_cpu:  # where selecting rows costs no host-device synchronisation
         states, targets = _mostly_real_rows(states, targets)
     smoothing = float(label_smoothing)
     if torch.is_grad_enabled() and (states.requires_grad or head.weight.requires_grad):

@@ -3,6 +3,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import mt.loss
 from mt.data.tokenizer import PAD
@@ -36,11 +37,12 @@ def test_token_loss_in_bf16_returns_a_bf16_gradient():
 
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
-@pytest.mark.parametrize("chunk_rows,row_multiple", [(128, 64), (3, 4), (3, 1)])
+@pytest.mark.parametrize("chunk_rows,row_multiple", [(128, 64), (3, 4), (3, 1), (4, 1)])
 def test_head_loss_equals_the_output_layer_then_token_loss(bias, smoothing, chunk_rows, row_multiple, monkeypatch):
     """Slices of 4 rows over 3 x 5 targets: one slice is short, and padding falls across slices;
-    with chunks of 3 rows the elementwise passes also split each slice; with a row multiple of 4
-    or 1 the 11 real rows go in with one padding row or none (64: all 15 rows go in)."""
+    with chunks of 3 rows the elementwise passes also split each slice (with 4, each slice is one
+    pass, as on a GPU); with a row multiple of 4 or 1 the 11 real rows go in with one padding row or
+    none (64: all 15 rows go in)."""
     monkeypatch.setattr(mt.loss, "CHUNK_ROWS", chunk_rows)
     monkeypatch.setattr(mt.loss, "ROW_MULTIPLE", row_multiple)
     torch.manual_seed(0)
@@ -75,6 +77,44 @@ def test_transformer_given_targets_returns_the_loss_of_its_logits():
     plain = token_loss(model(src, tgt), targets, 0.1)
     (g_plain,) = torch.autograd.grad(plain, model.embed.tokens.weight)
     assert torch.allclose(fused, plain, atol=1e-6) and torch.allclose(g_fused, g_plain, atol=1e-6)
+
+
+class OperationCount(TorchDispatchMode):
+    """Counts the operations dispatched below autograd: on a GPU each is a kernel launch."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_on_a_gpu_each_slice_of_the_loss_is_one_pass(monkeypatch):
+    """A GPU takes the loss GPU_HEAD_ROWS rows a slice, each slice in one elementwise pass: about
+    forty launches a slice, where the CPU's cache-sized passes make over a thousand in all. The
+    GPU rule runs here through _chunk_rows, since this machine may have no GPU."""
+    assert mt.loss._chunk_rows(torch.device("cuda"), 4096) == 4096
+    assert mt.loss._chunk_rows(torch.device("cpu"), 4096) == mt.loss.CHUNK_ROWS
+    torch.manual_seed(0)
+    states, head = torch.randn(9000, 8, requires_grad=True), torch.nn.Linear(8, 11)
+    targets = torch.randint(1, 11, (9000,))
+    targets[-500:] = PAD
+    launches, rule = {}, mt.loss._chunk_rows
+    for layout, rows in (("cpu", mt.loss.HEAD_ROWS), ("cuda", mt.loss.GPU_HEAD_ROWS)):
+        with monkeypatch.context() as patch:
+            patch.setattr(mt.loss, "_chunk_rows", lambda _device, n, kind=torch.device(layout): rule(kind, n))
+            patch.setattr(mt.loss, "_mostly_real_rows", lambda x, t: (x, t))  # a GPU keeps every row
+            with OperationCount() as counted:
+                loss = head_loss(states, head, targets, 0.1, rows=rows)
+                grads = torch.autograd.grad(loss, [states, head.weight])
+            launches[layout] = counted.count
+        reference = token_loss(head(states), targets, 0.1)
+        assert torch.allclose(loss, reference, atol=1e-6)
+        for g, r in zip(grads, torch.autograd.grad(reference, [states, head.weight])):
+            assert torch.allclose(g, r, atol=1e-6)
+    assert launches["cuda"] < 200 < 1500 < launches["cpu"]  # 126 and 1,842 when written
 
 
 @pytest.mark.parametrize("multiple,expected_rows", [(4, 12), (1, 11), (64, 15)])
