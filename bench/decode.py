@@ -12,7 +12,8 @@ Both engines decode `--workers` batches at once (default: one per intra-op threa
 on a CPU; CTranslate2's inter_threads), the threads shared out between them. Each round runs every
 engine once, in turn, so that a slow minute of a shared machine hits all of them alike; each row
 keeps its fastest round. Prints seconds, sentences/s, BLEU and the ratio to CTranslate2 int8 for
-each row, and writes bench/results/decode.json. Needs the corpus (downloaded, or MT_DATA_MIRROR).
+each row, and writes bench/results/decode.json (`--out`). The test set is the run's first (`--test`
+names another); it needs the corpus (downloaded, or MT_DATA_MIRROR).
 On a GPU (`--device cuda`) the default row is mt at its inference precision (bf16 autocast); name
 CTranslate2's rows with `--engines` where its CUDA build runs.
 """
@@ -61,10 +62,20 @@ def load_engine(name: str, model: str, tmp: Path, workers: int, device: str):
     return translator
 
 
+def first_test_set(cfg):
+    test = cfg.data.test
+    if isinstance(test, list):
+        test = test[0] if test else None
+    if not test:
+        sys.exit("error: the run's recipe names no data.test set; pass --test SPEC")
+    return test
+
+
 def engine_rows(args) -> list[dict]:
     """Greedy and beam-5 rows of one engine (this process runs no other: CTranslate2's thread pool
     and PyTorch's slowed each other by up to a quarter when they shared a 2-core machine's process)."""
     cfg = Translator.load(args.model, "cpu").cfg  # the recipe only: the engine loads below
+    args.test = args.test or first_test_set(cfg)
     src, ref = columns(load_pairs(args.test, "test", cfg.data.src_lang, cfg.data.tgt_lang), "src", "tgt")
     src, ref = src[: args.limit], ref[: args.limit]
     rows = []
@@ -74,8 +85,8 @@ def engine_rows(args) -> list[dict]:
             options = DecodeOptions(beam=beam, length_penalty=cfg.decode.length_penalty)
             seconds, hyp = timed(translator, src, options, args.batch_size, args.repeat)
             bleu = round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2)
-            rows.append({"engine": args.engine, "decoding": options.name, "seconds": round(seconds, 2), "bleu": bleu})
-            rows[-1]["sentences"] = len(src)
+            rows.append({"engine": args.engine, "decoding": options.name, "seconds": round(seconds, 4), "bleu": bleu})
+            rows[-1] |= {"sentences": len(src), "test": args.test}
             print(f"{args.engine:<27} {options.name:<7} {seconds:7.2f} s", file=sys.stderr)
     return rows
 
@@ -99,7 +110,8 @@ def fastest_rounds(args) -> list[dict]:
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="runs/fr_en")
-    p.add_argument("--test", default="multi30k:test_2016_flickr")
+    p.add_argument("--test", help="a test set spec (default: the run's first; for fr_en Multi30k test_2016_flickr)")
+    p.add_argument("--out", default="bench/results/decode.json")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--repeat", type=int, default=1, help="time each row this many times a round and keep the fastest")
     p.add_argument("--rounds", type=int, default=1, help="run every engine this many times, in turn; keep the fastest")
@@ -122,7 +134,7 @@ def main():
         print(json.dumps(engine_rows(args)))
         return
     rows = fastest_rounds(args)
-    src_count = rows[0]["sentences"]
+    src_count, args.test = rows[0]["sentences"], rows[0]["test"]
     for row in rows:
         row["sentences_per_s"] = round(src_count / row["seconds"], 1)
     for row in rows:
@@ -151,7 +163,7 @@ def write_results(args, rows: list[dict], src_count: int, hardware: str) -> None
     keys = ("model", "test", "batch_size", "workers", "rounds", "device")
     summary = {key: getattr(args, key) for key in keys} | {"sentences": src_count, "hardware": hardware}
     summary |= {"torch": torch.__version__, "ctranslate2": ct2_version, "rows": rows}
-    out = Path("bench/results/decode.json")
+    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2))
 

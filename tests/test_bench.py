@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_bench_quick_prints_table_and_writes_json(tmp_path):
@@ -127,3 +128,27 @@ def test_train_speed_compares_a_revision_with_the_working_tree(tmp_path):
         (run,) = r["runs"]
         assert run["tokens_per_s"] > 0 and run["peak_rss_mb"] > 100  # torch alone is over 200 MB
     assert "target tokens/s" in result.stdout
+
+
+def test_decode_bench_times_the_engines_asked_for_on_the_runs_test_set(run_dir, tmp_path):
+    """bench/decode.py on the tiny run: each engine named gives a greedy and a beam-5 row on the
+    run's own test set, ratios are taken against CTranslate2 int8 where it ran, and an unknown
+    engine is refused with the list of known ones."""
+    out = tmp_path / "decode.json"
+    script = str(Path("bench/decode.py").resolve())
+    result = run_bench(script, "--model", str(run_dir), "--engines", "mt,CTranslate2 int8", "--limit", "8", out=out)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert data["device"] == "cpu" and data["sentences"] == 8 and data["test"]["data_files"]["fr"].endswith("c.fr")
+    rows = {(r["engine"], r["decoding"]): r for r in data["rows"]}
+    assert set(rows) == {(e, d) for e in ("mt", "CTranslate2 int8") for d in ("greedy", "beam5")}
+    assert all(rows["CTranslate2 int8", d]["vs_ctranslate2_int8"] == 1.0 for d in ("greedy", "beam5"))
+    assert all(r["seconds"] > 0 and r["vs_ctranslate2_int8"] > 0 for r in rows.values())
+
+    alone = run_bench(script, "--model", str(run_dir), "--engines", "mt", "--limit", "8", out=out)
+    assert alone.returncode == 0, alone.stderr
+    assert all(r["vs_ctranslate2_int8"] is None for r in json.loads(out.read_text())["rows"])  # no peer: no ratio
+    assert " n/a" in alone.stdout
+
+    refused = run_bench(script, "--model", str(run_dir), "--engines", "mt,bogus", out=out)
+    assert refused.returncode == 2 and "unknown engine(s) ['bogus']" in refused.stderr
