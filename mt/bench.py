@@ -124,11 +124,11 @@ def transformer_setting(on_gpu: bool) -> dict:
     }
 
 
-def measure_training(setting: dict, device: torch.device, precision: str, steps: int, compile: bool = False) -> dict:
+def measure_training(setting: dict, device: torch.device, precision: str, steps: int, compiled: bool = False) -> dict:
     model = setting["model"].to(device).train()
     optimizer = make_optimizer(model, setting["cfg"].train)
     inputs, targets = setting["batch"](device)
-    forward = torch.compile(model) if compile else model  # one shape: compiles once, in the warm-up
+    forward = torch.compile(model) if compiled else model  # one shape: compiles once, in the warm-up
 
     def step():
         with autocast(device, precision):
@@ -151,7 +151,7 @@ def measure_training(setting: dict, device: torch.device, precision: str, steps:
     peak = peak_flops(device)
     return {
         "model": setting["name"],
-        "shape": setting["shape"] + (", compiled" if compile else ""),
+        "shape": setting["shape"] + (", compiled" if compiled else ""),
         "params_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 2),
         "step_ms": round(seconds * 1e3, 1),
         "tokens_per_s": round(setting["tokens"] / seconds),
@@ -307,7 +307,7 @@ def main(argv=None):
     settings = (gpt_setting, transformer_setting)
     training = [measure_training(s(on_gpu), device, args.precision, steps) for s in settings]
     if args.compile:
-        training += [measure_training(s(on_gpu), device, args.precision, steps, compile=True) for s in settings]
+        training += [measure_training(s(on_gpu), device, args.precision, steps, compiled=True) for s in settings]
     decode_setting = transformer_setting(False)  # the CPU-sized model decodes everywhere
     sentences, batch_sizes = (8, [1, 8]) if args.quick else (64, [1, 8, 64])
     decoding = measure_decoding(decode_setting, device, args.precision, sentences, batch_sizes, src_len=16)

@@ -152,3 +152,28 @@ def test_decode_bench_times_the_engines_asked_for_on_the_runs_test_set(run_dir, 
 
     refused = run_bench(script, "--model", str(run_dir), "--engines", "mt,bogus", out=out)
     assert refused.returncode == 2 and "unknown engine(s) ['bogus']" in refused.stderr
+
+
+def test_bench_compile_trains_through_the_compiled_module(monkeypatch):
+    """`mt.bench --compile` times steps of the model through torch.compile (a tiny char GPT here:
+    compiling takes seconds), and its row says so."""
+    import torch
+
+    import mt.bench
+    from mt.config import load_config
+    from mt.model import build_model
+
+    cfg = load_config("recipes/shakespeare_char.yaml", ["model.n_layer=1", "model.d_model=32", "model.n_head=2"])
+    model = build_model(cfg, 69)
+    setting = mt.bench.gpt_setting(False) | {
+        "cfg": cfg,
+        "model": model,
+        "batch": lambda device: ((torch.randint(4, 69, (2, 16)),), torch.randint(4, 69, (2, 16))),
+        "tokens": 32,
+    }
+    compiled, compile = [], torch.compile
+    monkeypatch.setattr(torch, "compile", lambda module: compiled.append(module) or compile(module))
+    before = [p.detach().clone() for p in model.parameters()]
+    row = mt.bench.measure_training(setting, torch.device("cpu"), "fp32", steps=2, compiled=True)
+    assert compiled == [model] and row["shape"].endswith(", compiled") and row["step_ms"] > 0
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))  # the steps trained the model
