@@ -31,6 +31,7 @@ import sacrebleu
 import torch
 
 from mt.data.corpora import columns, load_pairs
+from mt.errors import UserError, cli_entry
 from mt.hardware import describe
 from mt.inference.ctranslate2_engine import CTranslate2Translator, export
 from mt.inference.decode_options import DecodeOptions
@@ -67,7 +68,7 @@ def first_test_set(cfg):
     if isinstance(test, list):
         test = test[0] if test else None
     if not test:
-        sys.exit("error: the run's recipe names no data.test set; pass --test SPEC")
+        raise UserError("the run's recipe names no data.test set; pass --test SPEC")
     return test
 
 
@@ -98,7 +99,10 @@ def fastest_rounds(args) -> list[dict]:
     for _ in range(args.rounds):
         for name in args.engines:
             argv = [sys.executable, __file__, *sys.argv[1:], "--engine", name]
-            for row in json.loads(subprocess.run(argv, check=True, stdout=subprocess.PIPE).stdout):
+            engine = subprocess.run(argv, stdout=subprocess.PIPE)
+            if engine.returncode:  # its one-line error is already on stderr
+                sys.exit(engine.returncode)
+            for row in json.loads(engine.stdout):
                 key = (row["engine"], row["decoding"])
                 rounds = best.get(key, {}).get("rounds", []) + [row["seconds"]]
                 if key not in best or row["seconds"] < best[key]["seconds"]:
@@ -107,7 +111,8 @@ def fastest_rounds(args) -> list[dict]:
     return list(best.values())
 
 
-def main():
+@cli_entry
+def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="runs/fr_en")
     p.add_argument("--test", help="a test set spec (default: the run's first; for fr_en Multi30k test_2016_flickr)")
@@ -124,7 +129,7 @@ def main():
         help=f"comma-separated rows (default on a CPU: {','.join(ENGINES)}; on a GPU: mt)",
     )
     p.add_argument("--engine", choices=ENGINES + GPU_ENGINES, help=argparse.SUPPRESS)  # one engine's rows, as JSON
-    args = p.parse_args()
+    args = p.parse_args(argv)
     args.workers = args.workers or (torch.get_num_threads() if args.device == "cpu" else 1)
     args.engines = args.engines or (ENGINES if args.device == "cpu" else GPU_ENGINES[:1])
     unknown = set(args.engines) - set(ENGINES + GPU_ENGINES)
