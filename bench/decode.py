@@ -7,6 +7,8 @@ a process of its own.
     python bench/decode.py --model runs/fr_en --rounds 3       # best of three rounds per row
     python bench/decode.py --model runs/fr_en --workers 1      # one batch at a time, on every thread
     python bench/decode.py --model runs/fr_en --device cuda --batch-size 500   # mt on a GPU (bf16)
+    python bench/decode.py --model runs/opus-shape --test multi30k --max-len 30   # every output 30 tokens:
+                                                        # a random-weight model (bench/opus_shape.py) never ends
 
 Both engines decode `--workers` batches at once (default: one per intra-op thread, mt's own default
 on a CPU; CTranslate2's inter_threads), the threads shared out between them. Each round runs every
@@ -83,11 +85,11 @@ def engine_rows(args) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         translator = load_engine(args.engine, args.model, Path(tmp), args.workers, args.device)
         for beam in (1, 5):
-            options = DecodeOptions(beam=beam, length_penalty=cfg.decode.length_penalty)
+            options = DecodeOptions(beam=beam, length_penalty=cfg.decode.length_penalty, max_len=args.max_len)
             seconds, hyp = timed(translator, src, options, args.batch_size, args.repeat)
             bleu = round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2)
             rows.append({"engine": args.engine, "decoding": options.name, "seconds": round(seconds, 4), "bleu": bleu})
-            rows[-1] |= {"sentences": len(src), "test": args.test}
+            rows[-1] |= {"sentences": len(src), "test": args.test, "output_words": sum(len(h.split()) for h in hyp)}
             print(f"{args.engine:<27} {options.name:<7} {seconds:7.2f} s", file=sys.stderr)
     return rows
 
@@ -122,6 +124,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=1, help="run every engine this many times, in turn; keep the fastest")
     p.add_argument("--workers", type=int, help="batches decoded at once (default: one per thread on a CPU, 1 on a GPU)")
     p.add_argument("--limit", type=int, help="only the first N sentences")
+    p.add_argument("--max-len", type=int, help="at most this many output tokens (default: the engines' own limits)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument(
         "--engines",
@@ -165,7 +168,7 @@ def write_results(args, rows: list[dict], src_count: int, hardware: str) -> None
         ct2_version = ctranslate2.__version__
     except ImportError:  # mt's rows alone need no CTranslate2
         ct2_version = None
-    keys = ("model", "test", "batch_size", "workers", "rounds", "device")
+    keys = ("model", "test", "batch_size", "workers", "rounds", "device", "max_len")
     summary = {key: getattr(args, key) for key in keys} | {"sentences": src_count, "hardware": hardware}
     summary |= {"torch": torch.__version__, "ctranslate2": ct2_version, "rows": rows}
     out = Path(args.out)

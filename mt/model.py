@@ -446,9 +446,9 @@ class Transformer(nn.Module):
     def decode(self, tgt, memory, src_mask, cache: list[tuple[KVCache, KVCache]] | None = None):
         """(B, T) target ids -> (B, T, V) logits. With a cache, `tgt` holds only the new tokens.
         `memory` may hold B / N rows: then target rows i*N .. i*N+N-1 (beams) all read memory row i."""
-        return self.head(self._decoder_states(tgt, memory, src_mask, cache))
+        return self.head(self.decoder_states(tgt, memory, src_mask, cache))
 
-    def _decoder_states(self, tgt, memory, src_mask, cache=None) -> torch.Tensor:  # (B, T, D), before the head
+    def decoder_states(self, tgt, memory, src_mask, cache=None) -> torch.Tensor:  # (B, T, D), before the head
         offset = cache[0][0].len if cache else 0
         x = self.embed(tgt, offset)
         for i, block in enumerate(self.decoder):
@@ -461,7 +461,7 @@ class Transformer(nn.Module):
         memory, src_mask = self.encode(src)
         if targets is None:
             return self.decode(tgt, memory, src_mask)
-        return head_loss(self._decoder_states(tgt, memory, src_mask), self.head, targets, label_smoothing)
+        return head_loss(self.decoder_states(tgt, memory, src_mask), self.head, targets, label_smoothing)
 
     def new_cache(self, memory: torch.Tensor, max_len: int, beams: int = 1) -> list[tuple[KVCache, KVCache]]:
         """Empty self- and cross-attention caches, one pair per decoder layer. With `beams` > 1

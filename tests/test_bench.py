@@ -145,9 +145,11 @@ def test_decode_bench_times_the_engines_asked_for_on_the_runs_test_set(run_dir, 
     assert all(rows["CTranslate2 int8", d]["vs_ctranslate2_int8"] == 1.0 for d in ("greedy", "beam5"))
     assert all(r["seconds"] > 0 and r["vs_ctranslate2_int8"] > 0 for r in rows.values())
 
-    alone = run_bench(script, "--model", str(run_dir), "--engines", "mt", "--limit", "8", out=out)
+    alone = run_bench(script, "--model", str(run_dir), "--engines", "mt", "--limit", "8", "--max-len", "1", out=out)
     assert alone.returncode == 0, alone.stderr
-    assert all(r["vs_ctranslate2_int8"] is None for r in json.loads(out.read_text())["rows"])  # no peer: no ratio
+    data = json.loads(out.read_text())
+    assert all(r["vs_ctranslate2_int8"] is None for r in data["rows"])  # no peer: no ratio
+    assert data["max_len"] == 1 and all(r["output_words"] <= r["sentences"] for r in data["rows"])  # one piece each
     assert " n/a" in alone.stdout
 
     refused = run_bench(script, "--model", str(run_dir), "--engines", "mt,bogus", out=out)
@@ -177,3 +179,36 @@ def test_bench_compile_trains_through_the_compiled_module(monkeypatch):
     row = mt.bench.measure_training(setting, torch.device("cpu"), "fp32", steps=2, compiled=True)
     assert compiled == [model] and row["shape"].endswith(", compiled") and row["step_ms"] > 0
     assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))  # the steps trained the model
+
+
+def test_opus_shape_builds_an_imported_run_of_the_shape_asked_for_whose_outputs_never_end(tmp_path, monkeypatch):
+    """bench/opus_shape.py, shrunk: its MarianMT model is saved and imported with the configured
+    shape and a vocabulary in Marian's order filled up to size, and every output runs to the
+    length limit, so engines compared on it decode the same number of steps."""
+    import pytest
+
+    pytest.importorskip("transformers", reason="transformers builds the Marian model; .ci/run installs it")
+    from mt.inference.translator import Translator
+
+    spec = importlib.util.spec_from_file_location("opus_shape", "bench/opus_shape.py")
+    opus_shape = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(opus_shape)
+    small = dict(vocab_size=300, d_model=16, encoder_attention_heads=2, decoder_attention_heads=2)
+    small |= dict(encoder_layers=1, decoder_layers=1, encoder_ffn_dim=32, decoder_ffn_dim=32)
+    monkeypatch.setattr(opus_shape, "OPUS_MT_FR_EN", opus_shape.OPUS_MT_FR_EN | small)
+    monkeypatch.setattr(opus_shape, "PIECES", (40, 40))
+    french = [f"le chat {w} est sur la table numéro {i}" for i, w in enumerate(["noir", "blanc", "gris"] * 40)]
+    english = [f"the {w} cat is on table number {i}" for i, w in enumerate(["black", "white", "grey"] * 40)]
+    monkeypatch.setattr(opus_shape, "load_pairs", lambda *args: None)
+    monkeypatch.setattr(opus_shape, "columns", lambda *args: (french, english))
+
+    opus_shape.main(["--out", str(tmp_path / "run")])
+    vocab = json.loads((tmp_path / "run-marian" / "vocab.json").read_text())
+    assert len(vocab) == 300 and vocab["</s>"] == 0 and vocab["<unk>"] == 1 and vocab["<pad>"] == 299
+    translator = Translator.load(str(tmp_path / "run"))
+    model = translator.cfg.model
+    assert (model.d_model, model.enc_layers, model.dec_layers, model.d_ff, model.activation) == (16, 1, 1, 32, "swish")
+    found = translator.translate(["le chat noir", "la table numéro 7 est blanche"], beam=3, max_len=6, hypotheses=True)
+    assert [len(hyps[0].ids) for hyps in found] == [6, 6]
+    greedy = translator.translate(["le chat"], beam=1, max_len=9, hypotheses=True)
+    assert len(greedy[0][0].ids) == 9

@@ -259,7 +259,7 @@ def test_int8_model_calls_the_quantized_operator_directly_with_the_same_results(
     assert thin.head.reduce_range is ("onednn" not in torch.backends.quantized.supported_engines)
     src, tgt = sources(), ids([START, 5, 6], [START, 7, 8], [START, 9, 10])
     with torch.no_grad():
-        states = [m._decoder_states(tgt, *m.encode(src)) for m in (thin, reference)]
+        states = [m.decoder_states(tgt, *m.encode(src)) for m in (thin, reference)]
         assert torch.equal(states[0], states[1])
         logits, expected = thin.head(states[0]), reference.head(states[1])
         assert (logits - expected).abs().max() < 0.05 * expected.abs().max()
@@ -310,3 +310,33 @@ def test_beams_in_their_parents_rows_change_no_output(monkeypatch):
     monkeypatch.setattr(decode, "_moves", lambda rows: None)
     best_first = beam_search(model, src, beam=4, n_best=2)
     assert in_place[0] == best_first[0] and torch.equal(in_place[1], best_first[1])
+
+
+def test_next_token_scores_in_slices_of_rows_change_no_output(monkeypatch):
+    """On a CPU a step's (rows, V) scores are computed a slice of rows at a time once they would
+    take more than SCORES_SLICE_BYTES: greedy, beam search with n-best lists and an ensemble give
+    the outputs of one slice, and its scores up to the last bits (a matmul over fewer rows may sum
+    in another order), and the slices cover every row once."""
+    model, other = tiny(), tiny()
+    for p in list(model.parameters()) + list(other.parameters()):
+        p.data.normal_(0, 0.3)
+    src = random_sources(seed=3, count=16)
+
+    def decoded():
+        return (
+            greedy_or_sample(model, src),
+            beam_search(model, src, beam=3, n_best=2),
+            beam_search([model, other], src, beam=3),
+        )
+
+    whole = decoded()
+    slices = []
+    real_slices = decode._row_slices
+    monkeypatch.setattr(decode, "SCORES_SLICE_BYTES", 5 * V * 4)  # about five rows a slice
+    monkeypatch.setattr(decode, "_row_slices", lambda *a: slices.append(real_slices(*a)) or slices[-1])
+    sliced = decoded()
+    assert max(len(s) for s in slices) >= 9  # 16 sentences x 3 beams in slices of 5 or 6 rows
+    for cut in slices:
+        assert [i for s in cut for i in range(s.start, s.stop)] == list(range(cut[-1].stop))
+    for (out_a, score_a), (out_b, score_b) in zip(whole, sliced):
+        assert out_a == out_b and torch.allclose(score_a, score_b, rtol=0, atol=1e-5)

@@ -84,6 +84,7 @@ class Decoder:
             fp32 = memory.dtype == torch.float32 and not torch.is_autocast_enabled(src.device.type)
             self.masks.append(_additive(mask) if fp32 else mask)
             self.caches.append(model.new_cache(memory, steps, beams) if use_cache else None)
+        self.vocab = self.models[0].embed.tokens.num_embeddings
 
     @property
     def cached(self) -> bool:
@@ -92,12 +93,45 @@ class Decoder:
     def step(self, tokens: torch.Tensor, last_only: bool = True, normalize: bool = True) -> torch.Tensor:
         """(B, 1) newest tokens (or, without a cache, (B, T) whole prefixes) -> (B, V) float
         log-probabilities of the next token, or (B, T, V) for every position with last_only=False;
-        <pad> and <START> are never produced. normalize=False leaves one model's logits as they
-        are (greedy takes their argmax before it normalises)."""
-        outs = []
+        <pad> and <START> are never produced. normalize=False leaves one model's logits as they are."""
+        return self._scores(self._states(tokens, last_only), slice(None), normalize)
+
+    def best_next(self, tokens: torch.Tensor, count: int, forced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's `count` most likely next tokens, (B, count) log-probabilities and ids, best
+        first; rows `forced` (at their length limit) produce <END> alone. Computed in slices of
+        rows (`_row_slices`), so the whole (B, V) log-probabilities never exist at once on a CPU."""
+        states = self._states(tokens)
+        count = min(count, self.vocab)
+        parts = [topk_rows(_only_end(self._scores(states, rows), forced[rows]), count) for rows in self._slices(states)]
+        return _joined(parts)
+
+    def greedy_next(self, tokens: torch.Tensor, forced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's most likely next token and its log-probability, (B,) each (<END> and 0 where
+        `forced`), in slices of rows as `best_next`."""
+        states = self._states(tokens)
+        picks = [
+            _greedy_pick(self._scores(states, rows, normalize=False), forced[rows]) for rows in self._slices(states)
+        ]
+        return _joined(picks)
+
+    def _states(self, tokens: torch.Tensor, last_only: bool = True) -> list[torch.Tensor]:
+        """Each model's decoder output before its output layer: (B, D), or (B, T, D) with last_only=False."""
+        states = []
         for model, memory, mask, cache in zip(self.models, self.memories, self.masks, self.caches):
-            logits = model.decode(tokens, memory, mask, cache)
-            logits = (logits[:, -1] if last_only else logits).float()
+            h = model.decoder_states(tokens, memory, mask, cache)
+            states.append(h[:, -1] if last_only else h)
+        return states
+
+    def _slices(self, states: list[torch.Tensor]) -> list[slice]:
+        return _row_slices(states[0].size(0), self.vocab, states[0].device)
+
+    def _scores(self, states: list[torch.Tensor], rows: slice, normalize: bool = True) -> torch.Tensor:
+        """Rows `rows` of the next-token log-probabilities (an ensemble averages the models'
+        probabilities); normalize=False leaves one model's logits as they are (greedy takes their
+        argmax before it normalises)."""
+        outs = []
+        for model, h in zip(self.models, states):
+            logits = model.head(h[rows]).float()
             logits[..., PAD] = logits[..., START] = float("-inf")  # plain slices: no index tensor to copy over
             outs.append(logits.log_softmax(dim=-1) if normalize or len(self.models) > 1 else logits)
         if len(outs) == 1:
@@ -119,6 +153,30 @@ class Decoder:
                     self_cache.reorder(rows)
                 if sentences is not None:
                     cross_cache.reorder(sentences)
+
+
+# On a CPU the next-token scores of a step are computed in equal slices of rows when the whole
+# (rows, V) float matrix would take more than this. glibc maps every block over 32 MB afresh, zeroed
+# page by page, and a worker thread's arena cannot keep one over 64 MB at all: beam 5 of 64
+# sentences over OPUS-MT's 59,514-piece vocabulary makes 76 MB of logits and as much again of
+# log-probabilities a step, and 30% of its CPU time went to page faults. Smaller models (fr_en:
+# 10 MB at 320 rows) take one slice, as on a GPU, whose allocator keeps its blocks anyway.
+SCORES_SLICE_BYTES = 28 * 2**20
+
+
+def _row_slices(rows: int, vocab: int, device: torch.device) -> list[slice]:
+    if device.type != "cpu":
+        return [slice(0, rows)]
+    pieces = max(1, math.ceil(rows * vocab * 4 / SCORES_SLICE_BYTES))
+    size = math.ceil(rows / pieces)
+    return [slice(start, start + size) for start in range(0, rows, size)]
+
+
+def _joined(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pairs of tensors from slices of rows, joined along the rows (one slice: as it is)."""
+    if len(parts) == 1:
+        return parts[0]
+    return torch.cat([a for a, _ in parts]), torch.cat([b for _, b in parts])
 
 
 def _moves(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -190,7 +248,7 @@ def greedy_or_sample(
             nxt = pick_next(logp, temperature, top_k, top_p, generator)
             gain = logp.gather(1, nxt[:, None]).squeeze(1)
         else:
-            nxt, gain = _greedy_pick(state.step(inputs, normalize=False), forced)
+            nxt, gain = state.greedy_next(inputs, forced)
         nxt = torch.where(done, PAD, nxt)  # (b,)
         score[live] += torch.where(done, 0.0, gain)
         out[live, t] = nxt
@@ -276,8 +334,9 @@ def beam_search(
         prefix = history[:, :t]  # without a cache the decoder reads the whole prefix again
         inputs = tokens if state.cached or t == 0 else torch.cat([torch.full_like(prefix[:, :1], START), prefix], 1)
         width = inputs.size(0) // n  # beams per sentence in this step: 1 at the first, then K
-        logp = _only_end(state.step(inputs), (limits[sent] == t + 1).repeat_interleave(width))  # (n*width, V)
-        top_scores, origin, token = _best_extensions(scores[:, :width], logp, 2 * k)  # (n, 2K) each
+        forced = (limits[sent] == t + 1).repeat_interleave(width)  # (n*width,)
+        top_logp, top_tokens = state.best_next(inputs, 2 * k, forced)  # (n*width, 2K) each
+        top_scores, origin, token = _best_extensions(scores[:, :width], top_logp, top_tokens, 2 * k)  # (n, 2K) each
         ended = token == END
         lp = _length_penalty(t + 1, length_penalty)
         final = ended & first_k & ~done[:, None] & top_scores.isfinite()
@@ -336,13 +395,12 @@ def _add_finished(finished: _Finished, final, top_scores, lp: float, history, or
     finished.add(torch.where(final, top_scores / lp, float("-inf")), candidates)
 
 
-def _best_extensions(scores: torch.Tensor, logp: torch.Tensor, count: int):
+def _best_extensions(scores: torch.Tensor, top_logp: torch.Tensor, top_tokens: torch.Tensor, count: int):
     """The `count` best one-token extensions of each sentence's beams, from (n, K) beam scores and
-    (n*K, V) next-token log-probabilities: (n, count) total log-probabilities, the rows they extend
-    and their tokens. Only a beam's own `count` best tokens can be among them, so the beam scores
-    are added to those alone and the sentence-wide choice runs over K * count numbers, not K * V."""
+    each beam's own best next tokens, (n*K, C) log-probabilities and ids: (n, count) total
+    log-probabilities, the rows they extend and their tokens. Only a beam's own `count` best tokens
+    can be among them, so the sentence-wide choice runs over K * C numbers, not K * V."""
     n, k = scores.shape
-    top_logp, top_tokens = topk_rows(logp, min(count, logp.size(1)))  # (n*K, C)
     per_beam = top_logp.size(1)
     totals = (scores.view(-1, 1) + top_logp).view(n, -1)  # (n, K*C)
     if totals.size(1) < count:  # one beam's first step over fewer pieces than `count`: pad with the
