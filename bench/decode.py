@@ -50,16 +50,17 @@ def timed(translator, src, options, batch_size, repeat):
 
 
 # The last row is CTranslate2 as its own defaults lay it out (inter_threads 1): one batch at a time on every thread.
-ENGINES = ["mt fp32", "mt int8", "CTranslate2 int8", "CTranslate2 int8, 1 worker"]
+# No commas in the names: --engines splits on them.
+ENGINES = ["mt fp32", "mt int8", "CTranslate2 int8", "CTranslate2 int8 (1 worker)"]
 GPU_ENGINES = ["mt", "CTranslate2 float16", "CTranslate2 int8_float16"]  # mt: bf16 autocast, as mt.translate runs
 PEER = "CTranslate2 int8"  # the row the ratios are taken against, where it ran
 
 
 def load_engine(name: str, model: str, tmp: Path, workers: int, device: str):
     if name.startswith("CTranslate2"):
-        quantization = name.split()[1].rstrip(",")
+        quantization = name.split()[1]
         export(model, tmp / quantization, quantization)
-        return CTranslate2Translator(tmp / quantization, device, workers=1 if name.endswith("1 worker") else workers)
+        return CTranslate2Translator(tmp / quantization, device, workers=1 if name.endswith("(1 worker)") else workers)
     translator = Translator.load(model, device, "int8" if name == "mt int8" else None)
     translator.translate = functools.partial(translator.translate, workers=workers)
     return translator
