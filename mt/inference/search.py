@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from mt import heap
 from mt.data.tokenizer import END, PAD, START
 from mt.inference.selection import argmax_rows, topk_rows
 
@@ -156,12 +157,12 @@ class Decoder:
 
 
 # On a CPU the next-token scores of a step are computed in equal slices of rows when the whole
-# (rows, V) float matrix would take more than this. glibc maps every block over 32 MB afresh, zeroed
-# page by page, and a worker thread's arena cannot keep one over 64 MB at all: beam 5 of 64
-# sentences over OPUS-MT's 59,514-piece vocabulary makes 76 MB of logits and as much again of
-# log-probabilities a step, and 30% of its CPU time went to page faults. Smaller models (fr_en:
-# 10 MB at 320 rows) take one slice, as on a GPU, whose allocator keeps its blocks anyway.
-SCORES_SLICE_BYTES = 28 * 2**20
+# (rows, V) float matrix would take more than this (28 MB). glibc maps every block over its largest
+# mmap threshold afresh, zeroed page by page, and a worker thread's arena cannot keep one over 64 MB
+# at all: beam 5 of 64 sentences over OPUS-MT's 59,514-piece vocabulary makes 76 MB of logits and as
+# much again of log-probabilities a step, and 30% of its CPU time went to page faults. Smaller
+# models (fr_en: 10 MB at 320 rows) take one slice, as on a GPU, whose allocator keeps its blocks.
+SCORES_SLICE_BYTES = heap.MMAP_THRESHOLD * 7 // 8
 
 
 def _row_slices(rows: int, vocab: int, device: torch.device) -> list[slice]:
