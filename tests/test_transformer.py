@@ -116,11 +116,17 @@ def test_beam_one_equals_greedy_and_top_k_one_equals_greedy():
     assert all(len(x) > 0 for x in greedy)
 
 
-@pytest.mark.parametrize("vocab", [20, 8000, 7919])  # 7919 is prime: no blocks, plain argmax
+@pytest.mark.parametrize("vocab", [20, 8000, 7919, 59515])  # too few for blocks, whole blocks, tails of 47 and 123
 def test_blockwise_argmax_is_argmax_even_among_ties(vocab):
     torch.manual_seed(0)
-    cases = [torch.randn(7, vocab), torch.randint(0, 3, (7, vocab)).float(), torch.full((7, vocab), float("-inf"))]
-    for scores in cases:  # random, many equal maxima (the first one wins), nothing finite
+    ties = torch.randint(0, 3, (7, vocab)).float()
+    ties[0, -1] = ties[1, 0] = 5.0  # a row's only maximum in the tail, another's at the start
+    tail_nan = torch.randn(7, vocab)
+    tail_nan[:, -1] = float("nan")  # argmax takes NaN as the largest
+    body_nan = tail_nan.clone()
+    body_nan[:, 1] = float("nan")
+    nothing = torch.full((7, vocab), float("-inf"))
+    for scores in [torch.randn(7, vocab), ties, tail_nan, body_nan, nothing]:
         assert torch.equal(argmax_rows(scores), scores.argmax(dim=-1))
 
 

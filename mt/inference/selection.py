@@ -1,10 +1,12 @@
 """The largest entries of each row of a (B, V) score matrix, faster than `argmax` and `topk` on CPU.
 
 PyTorch's CPU argmax walks a row one element at a time, keeping the index beside the maximum: for
-64 rows of an 8,000-word vocabulary it took 0.6 ms, against 0.03 ms for the vectorised `amax`.
-Cutting each row into blocks, taking every block's `amax`, and running `argmax` only over the block
-maxima and then inside the one winning block gives the same index (the first of equal maxima, as
-`argmax`) for about a fifth of the time, once per greedy decoding step.
+64 rows of an 8,000-word vocabulary it took 0.44 ms on one thread, against 0.03 ms for the
+vectorised `amax`. Cutting each row into blocks, taking every block's `amax`, and running `argmax`
+only over the block maxima and then inside the one winning block gives the same index (the first
+of equal maxima, as `argmax`) in 0.09 ms, once per greedy decoding step. Whatever the vocabulary's
+size, the entries after the last whole block are compared on their own: over OPUS-MT fr-en's
+59,515 pieces, which no block size near the square root divides, `argmax` took 3.2 ms a step.
 
 `topk` is slow for the same reason (3.9 ms for beam search's 320 rows x 8,000, k = 10, on one
 thread), and the same cut works: a row's k largest entries lie in the k blocks with the largest
@@ -18,27 +20,36 @@ import math
 
 import torch
 
+ARGMAX_BLOCK_UNIT = 64  # block sizes are multiples of this: whole vectors, where `amax` is fastest
+
 
 @functools.cache
-def _block_size(vocab: int) -> int | None:
-    """A divisor of `vocab` near its square root (blocks and block count both small), or None."""
-    root = math.isqrt(vocab)
-    for size in sorted(range(max(2, root // 2), 2 * root + 1), key=lambda s: abs(s - root)):
-        if vocab % size == 0:
-            return size
-    return None
+def _argmax_block(vocab: int) -> int:
+    """Entries per block: a multiple of ARGMAX_BLOCK_UNIT near the square root of `vocab`, so that
+    neither the blocks nor their count is large (64 rows, one thread: 86 us over 8,000 entries in
+    blocks of 64, 402 us over 59,515 in blocks of 256)."""
+    return ARGMAX_BLOCK_UNIT * max(1, round(math.sqrt(vocab) / ARGMAX_BLOCK_UNIT))
 
 
 def argmax_rows(scores: torch.Tensor) -> torch.Tensor:
-    """(B, V) -> (B,) the index of each row's maximum, equal to `scores.argmax(dim=-1)`."""
+    """(B, V) -> (B,) the index of each row's maximum, equal to `scores.argmax(dim=-1)`. Entries
+    past the last whole block win only over a strictly smaller (or NaN-free) maximum before them."""
     rows, vocab = scores.shape
-    size = _block_size(vocab) if scores.device.type == "cpu" and scores.is_contiguous() else None
-    if size is None:
+    size = _argmax_block(vocab)
+    blocks = vocab // size
+    if scores.device.type != "cpu" or not scores.is_contiguous() or blocks < 2:
         return scores.argmax(dim=-1)
-    blocks = scores.view(rows, vocab // size, size)
-    block = blocks.amax(dim=-1).argmax(dim=-1)  # (B,) the first block holding the row's maximum
-    inside = blocks[torch.arange(rows, device=scores.device), block].argmax(dim=-1)  # (B,)
-    return block * size + inside
+    body = scores[:, : blocks * size].view(rows, blocks, size)
+    maxima = body.amax(dim=-1)  # (B, blocks)
+    block = maxima.argmax(dim=-1)  # (B,) the first block holding the maximum of the whole blocks
+    row = torch.arange(rows, device=scores.device)
+    index = block * size + body[row, block].argmax(dim=-1)
+    if vocab == blocks * size:
+        return index
+    tail_max, tail_index = scores[:, blocks * size :].max(dim=-1)
+    best = maxima[row, block]
+    tail_wins = (tail_max > best) | (tail_max.isnan() & ~best.isnan())  # argmax takes NaN as the largest
+    return torch.where(tail_wins, blocks * size + tail_index, index)
 
 
 TOPK_BLOCK = 64  # entries per block: a multiple of the vector width, where `amax` is fastest
