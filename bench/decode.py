@@ -9,6 +9,8 @@ a process of its own.
     python bench/decode.py --model runs/fr_en --device cuda --batch-size 500   # mt on a GPU (bf16)
     python bench/decode.py --model runs/opus-shape --test multi30k --max-len 30   # every output 30 tokens:
                                                         # a random-weight model (bench/opus_shape.py) never ends
+    python bench/decode.py --model runs/opus-mt-fr-en --engines "mt int8,transformers fp32"   # an imported
+                                                        # OPUS-MT model against transformers' own generate
 
 Both engines decode `--workers` batches at once (default: one per intra-op thread, mt's own default
 on a CPU; CTranslate2's inter_threads), the threads shared out between them. Each round runs every
@@ -17,7 +19,9 @@ keeps its fastest round. Prints seconds, sentences/s, BLEU and the ratio to CTra
 each row, and writes bench/results/decode.json (`--out`). The test set is the run's first (`--test`
 names another); it needs the corpus (downloaded, or MT_DATA_MIRROR).
 On a GPU (`--device cuda`) the default row is mt at its inference precision (bf16 autocast); name
-CTranslate2's rows with `--engines` where its CUDA build runs.
+CTranslate2's rows with `--engines` where its CUDA build runs. The `transformers fp32` row, for runs
+made by `mt.import`, is `MarianMTModel.generate` on the model the run was imported from (the same
+weights), one batch at a time, since it has no workers.
 """
 
 import argparse
@@ -31,9 +35,11 @@ from pathlib import Path
 
 import sacrebleu
 import torch
+import yaml
 
+from mt.checkpoint import BEST, load_checkpoint
 from mt.data.corpora import columns, load_pairs
-from mt.errors import UserError, cli_entry
+from mt.errors import UserError, cli_entry, require_extra
 from mt.hardware import describe
 from mt.inference.ctranslate2_engine import CTranslate2Translator, export
 from mt.inference.decode_options import DecodeOptions
@@ -52,11 +58,43 @@ def timed(translator, src, options, batch_size, repeat):
 # The last row is CTranslate2 as its own defaults lay it out (inter_threads 1): one batch at a time on every thread.
 # No commas in the names: --engines splits on them.
 ENGINES = ["mt fp32", "mt int8", "CTranslate2 int8", "CTranslate2 int8 (1 worker)"]
+PEERS = ["transformers fp32"]  # rows named with --engines only: for runs imported from a MarianMT model
 GPU_ENGINES = ["mt", "CTranslate2 float16", "CTranslate2 int8_float16"]  # mt: bf16 autocast, as mt.translate runs
 PEER = "CTranslate2 int8"  # the row the ratios are taken against, where it ran
 
 
+class TransformersMarian:
+    """`transformers`' MarianMTModel.generate behind mt's `translate` call: length-sorted batches,
+    one at a time, greedy or beam search as asked (with transformers' own length penalty)."""
+
+    def __init__(self, run: str, device: str):
+        transformers = require_extra("transformers", "import", "the transformers fp32 row")
+        source = load_checkpoint(Path(run) / BEST).get("imported_from")
+        if source is None:  # trained or fine-tuned here: transformers has no copy of these weights
+            raise UserError(f"{run}/{BEST} was not made by mt.import: the transformers fp32 row is for imported models")
+        try:
+            self.tokenizer = transformers.MarianTokenizer.from_pretrained(source)
+            self.model = transformers.MarianMTModel.from_pretrained(source).eval().to(device)
+        except OSError as e:
+            raise UserError(f"cannot load {source}, which {run} was imported from: {str(e).splitlines()[0]}") from None
+
+    def translate(self, src: list[str], options: DecodeOptions, batch_size: int) -> list[str]:
+        order = sorted(range(len(src)), key=lambda i: len(src[i]))
+        out = [""] * len(src)
+        limit = {"max_new_tokens": options.max_len} if options.max_len else {}
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                rows = order[start : start + batch_size]
+                batch = self.tokenizer([src[i] for i in rows], return_tensors="pt", padding=True).to(self.model.device)
+                ids = self.model.generate(**batch, num_beams=options.beam, do_sample=False, **limit)
+                for i, text in zip(rows, self.tokenizer.batch_decode(ids, skip_special_tokens=True)):
+                    out[i] = text
+        return out
+
+
 def load_engine(name: str, model: str, tmp: Path, workers: int, device: str):
+    if name == "transformers fp32":
+        return TransformersMarian(model, device)
     if name.startswith("CTranslate2"):
         quantization = name.split()[1]
         export(model, tmp / quantization, quantization)
@@ -64,6 +102,14 @@ def load_engine(name: str, model: str, tmp: Path, workers: int, device: str):
     translator = Translator.load(model, device, "int8" if name == "mt int8" else None)
     translator.translate = functools.partial(translator.translate, workers=workers)
     return translator
+
+
+def corpus_spec(text: str):
+    """--test as a recipe would hold it: YAML, so a mapping spec works on the command line too."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
 
 
 def first_test_set(cfg):
@@ -118,7 +164,12 @@ def fastest_rounds(args) -> list[dict]:
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="runs/fr_en")
-    p.add_argument("--test", help="a test set spec (default: the run's first; for fr_en Multi30k test_2016_flickr)")
+    p.add_argument(
+        "--test",
+        type=corpus_spec,
+        help="a test set as a recipe's data.test names it: a catalog name or a YAML mapping such as "
+        "'{path: text, data_files: {fr: F, en: E}}' (default: the run's first; for fr_en Multi30k test_2016_flickr)",
+    )
     p.add_argument("--out", default="bench/results/decode.json")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--repeat", type=int, default=1, help="time each row this many times a round and keep the fastest")
@@ -130,15 +181,17 @@ def main(argv=None):
     p.add_argument(
         "--engines",
         type=lambda text: text.split(","),
-        help=f"comma-separated rows (default on a CPU: {','.join(ENGINES)}; on a GPU: mt)",
+        help=f"comma-separated rows (default on a CPU: {','.join(ENGINES)}; on a GPU: mt; for an imported model also "
+        "transformers fp32)",
     )
-    p.add_argument("--engine", choices=ENGINES + GPU_ENGINES, help=argparse.SUPPRESS)  # one engine's rows, as JSON
+    known = ENGINES + GPU_ENGINES + PEERS
+    p.add_argument("--engine", choices=known, help=argparse.SUPPRESS)  # one engine's rows, as JSON
     args = p.parse_args(argv)
     args.workers = args.workers or (torch.get_num_threads() if args.device == "cpu" else 1)
     args.engines = args.engines or (ENGINES if args.device == "cpu" else GPU_ENGINES[:1])
-    unknown = set(args.engines) - set(ENGINES + GPU_ENGINES)
+    unknown = set(args.engines) - set(known)
     if unknown:
-        p.error(f"unknown engine(s) {sorted(unknown)}; choose from {ENGINES + GPU_ENGINES}")
+        p.error(f"unknown engine(s) {sorted(unknown)}; choose from {known}")
     if args.engine:
         print(json.dumps(engine_rows(args)))
         return

@@ -156,6 +156,37 @@ def test_decode_bench_times_the_engines_asked_for_on_the_runs_test_set(run_dir, 
     assert refused.returncode == 2 and "unknown engine(s) ['bogus']" in refused.stderr
 
 
+def test_decode_bench_runs_transformers_on_the_model_a_run_was_imported_from(run_dir, tmp_path):
+    """The `transformers fp32` row decodes with MarianMTModel.generate from the folder an imported
+    run came from: greedy, on the same weights, it gives mt's texts (so the same BLEU and words). A
+    run trained here has no such folder and is refused in one line."""
+    import pytest
+
+    pytest.importorskip("transformers", reason="the transformers row needs it; .ci/run installs it")
+    from random_marian import ENGLISH, FRENCH, build, sentences
+
+    from mt.importers.marian import import_marian
+
+    build(tmp_path / "hf")
+    run = import_marian(str(tmp_path / "hf"), tmp_path / "run", ("fr", "en"))
+    (tmp_path / "t.fr").write_text("\n".join(sentences(FRENCH, 12, seed=5)) + "\n")
+    (tmp_path / "t.en").write_text("\n".join(sentences(ENGLISH, 12, seed=6)) + "\n")
+    spec = f"{{path: text, data_files: {{fr: {tmp_path / 't.fr'}, en: {tmp_path / 't.en'}}}}}"
+    out, script = tmp_path / "decode.json", str(Path("bench/decode.py").resolve())
+    engines = "mt fp32,transformers fp32"
+    result = run_bench(script, "--model", str(run), "--test", spec, "--engines", engines, "--max-len", "30", out=out)
+    assert result.returncode == 0, result.stderr
+    rows = {(r["engine"], r["decoding"]): r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {(e, d) for e in ("mt fp32", "transformers fp32") for d in ("greedy", "beam5")}
+    mt_greedy, theirs = rows["mt fp32", "greedy"], rows["transformers fp32", "greedy"]
+    assert theirs["sentences"] == 12 and theirs["output_words"] > 12 and theirs["seconds"] > 0
+    assert (theirs["bleu"], theirs["output_words"]) == (mt_greedy["bleu"], mt_greedy["output_words"])
+
+    refused = run_bench(script, "--model", str(run_dir), "--engines", "transformers fp32", "--limit", "2", out=out)
+    assert refused.returncode == 2 and "was not made by mt.import" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+
 def test_bench_compile_trains_through_the_compiled_module(monkeypatch):
     """`mt.bench --compile` times steps of the model through torch.compile (a tiny char GPT here:
     compiling takes seconds), and its row says so."""
