@@ -32,8 +32,9 @@ def _argmax_block(vocab: int) -> int:
 
 
 def argmax_rows(scores: torch.Tensor) -> torch.Tensor:
-    """(B, V) -> (B,) the index of each row's maximum, equal to `scores.argmax(dim=-1)`. Entries
-    past the last whole block win only over a strictly smaller (or NaN-free) maximum before them."""
+    """(B, V) -> (B,) the index of each row's maximum, equal to `scores.argmax(dim=-1)`. The entries
+    after the last whole block win only with a larger maximum (or a NaN where the blocks hold none):
+    among equals the first index wins, as in `argmax`."""
     rows, vocab = scores.shape
     size = _argmax_block(vocab)
     blocks = vocab // size
