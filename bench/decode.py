@@ -58,7 +58,7 @@ def timed(translator, src, options, batch_size, repeat):
 # The last row is CTranslate2 as its own defaults lay it out (inter_threads 1): one batch at a time on every thread.
 # No commas in the names: --engines splits on them.
 ENGINES = ["mt fp32", "mt int8", "CTranslate2 int8", "CTranslate2 int8 (1 worker)"]
-PEERS = ["transformers fp32"]  # rows named with --engines only: for runs imported from a MarianMT model
+IMPORTED_ONLY = ["transformers fp32"]  # rows named with --engines only: for runs imported from a MarianMT model
 GPU_ENGINES = ["mt", "CTranslate2 float16", "CTranslate2 int8_float16"]  # mt: bf16 autocast, as mt.translate runs
 PEER = "CTranslate2 int8"  # the row the ratios are taken against, where it ran
 
@@ -184,7 +184,7 @@ def main(argv=None):
         help=f"comma-separated rows (default on a CPU: {','.join(ENGINES)}; on a GPU: mt; for an imported model also "
         "transformers fp32)",
     )
-    known = ENGINES + GPU_ENGINES + PEERS
+    known = ENGINES + GPU_ENGINES + IMPORTED_ONLY
     p.add_argument("--engine", choices=known, help=argparse.SUPPRESS)  # one engine's rows, as JSON
     args = p.parse_args(argv)
     args.workers = args.workers or (torch.get_num_threads() if args.device == "cpu" else 1)

@@ -20,15 +20,16 @@ import math
 
 import torch
 
-ARGMAX_BLOCK_UNIT = 64  # block sizes are multiples of this: whole vectors, where `amax` is fastest
+# topk_rows' block size, and the unit of argmax_rows' block sizes: whole vectors, where `amax` is fastest
+BLOCK = 64
 
 
 @functools.cache
 def _argmax_block(vocab: int) -> int:
-    """Entries per block: a multiple of ARGMAX_BLOCK_UNIT near the square root of `vocab`, so that
+    """Entries per block: a multiple of BLOCK near the square root of `vocab`, so that
     neither the blocks nor their count is large (64 rows, one thread: 86 us over 8,000 entries in
     blocks of 64, 402 us over 59,515 in blocks of 256)."""
-    return ARGMAX_BLOCK_UNIT * max(1, round(math.sqrt(vocab) / ARGMAX_BLOCK_UNIT))
+    return BLOCK * max(1, round(math.sqrt(vocab) / BLOCK))
 
 
 def argmax_rows(scores: torch.Tensor) -> torch.Tensor:
@@ -53,25 +54,22 @@ def argmax_rows(scores: torch.Tensor) -> torch.Tensor:
     return torch.where(tail_wins, blocks * size + tail_index, index)
 
 
-TOPK_BLOCK = 64  # entries per block: a multiple of the vector width, where `amax` is fastest
-
-
 def topk_rows(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, V) -> (B, k) values and indices of each row's k largest entries, largest first: the
     values of `scores.topk(k, dim=-1)`, and the same indices where values differ (`topk` orders
     equal values in no documented way). Entries past the last whole block are candidates too."""
     rows, vocab = scores.shape
-    blocks = vocab // TOPK_BLOCK
+    blocks = vocab // BLOCK
     if scores.device.type != "cpu" or not scores.is_contiguous() or blocks < 4 * k:
         return scores.topk(k, dim=-1)
-    body = scores[:, : blocks * TOPK_BLOCK].view(rows, blocks, TOPK_BLOCK)
+    body = scores[:, : blocks * BLOCK].view(rows, blocks, BLOCK)
     best = body.amax(dim=-1).topk(k, dim=-1).indices  # (B, k) the blocks that hold the k largest
     candidates = body[torch.arange(rows, device=scores.device)[:, None], best].view(rows, -1)
     in_blocks = candidates.size(1)
-    if vocab > blocks * TOPK_BLOCK:
-        candidates = torch.cat([candidates, scores[:, blocks * TOPK_BLOCK :]], dim=1)
+    if vocab > blocks * BLOCK:
+        candidates = torch.cat([candidates, scores[:, blocks * BLOCK :]], dim=1)
     values, pick = candidates.topk(k, dim=-1)
-    block = best.gather(1, (pick // TOPK_BLOCK).clamp(max=k - 1))
-    in_tail = pick - in_blocks + blocks * TOPK_BLOCK
-    index = torch.where(pick < in_blocks, block * TOPK_BLOCK + pick % TOPK_BLOCK, in_tail)
+    block = best.gather(1, (pick // BLOCK).clamp(max=k - 1))
+    in_tail = pick - in_blocks + blocks * BLOCK
+    index = torch.where(pick < in_blocks, block * BLOCK + pick % BLOCK, in_tail)
     return values, index
