@@ -46,7 +46,7 @@ def test_translate_from_the_page(run_dir, tmp_path):
     driver = browser(tmp_path)
     try:
         driver.get(url + "/")
-        wait = WebDriverWait(driver, 30)
+        wait = WebDriverWait(driver, 60)  # Chromium and a decode on a loaded CI machine
         wait.until(lambda d: "fr → en" in d.find_element(By.ID, "about").text)
         source = driver.find_element(By.ID, "source")
         source.clear()
