@@ -16,6 +16,7 @@ spread over those steps.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -44,6 +45,24 @@ def keep_freed_memory() -> bool:
     if mallopt is None:
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) & bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+@contextlib.contextmanager
+def objects_left_alone():
+    """Within, Python's cycle collector skips every object alive on entry. Those are mostly the
+    imported modules' (PyTorch's compiler stack alone: about 360,000), and walking them made each
+    full collection take 0.17-0.19 s: two a training evaluation, and more than half the time of a
+    short run that evaluates often. They are handed back to the collector on the way out. Where
+    something else froze objects first, it is left as it is."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def give_back() -> bool:

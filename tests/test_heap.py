@@ -67,3 +67,31 @@ def test_keep_freed_memory_reuses_a_freed_block_without_page_faults():
     pages = 24 * 2**20 // 4096
     assert faults("keep") < pages // 10
     assert faults("default") > pages // 2  # glibc's own policy maps the block afresh: what the call avoids
+
+
+class Cycle:
+    def __init__(self):
+        self.me = self
+
+
+def test_the_collector_skips_what_lived_before_and_still_collects_what_came_after():
+    import gc
+    import weakref
+
+    assert gc.get_freeze_count() == 0  # nothing froze objects before this test
+    old = Cycle()
+    with heap.objects_left_alone():
+        assert gc.get_freeze_count() > 0
+        young = Cycle()
+        gone = weakref.ref(young)
+        kept = weakref.ref(old)
+        del old, young
+        gc.collect()
+        assert gone() is None  # made inside: collected as usual
+        assert kept() is not None  # alive on entry: left alone while inside
+        with heap.objects_left_alone():  # nested (or frozen by someone else): left as it is
+            pass
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert kept() is None  # handed back: collected

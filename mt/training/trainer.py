@@ -320,6 +320,7 @@ class Trainer:
         first_step = s.step
         since_eval, since_log, pace = Meter(self.device), Meter(self.device), Pace()
         with contextlib.ExitStack() as closing:  # closes in reverse: batches, then board and metrics file
+            closing.enter_context(heap.objects_left_alone())  # what lives on through the loop (mt/heap.py)
             metrics_file = (
                 closing.enter_context(open(self.cfg.run_dir / "metrics.jsonl", "a")) if world.is_main else None
             )
