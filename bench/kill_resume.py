@@ -69,6 +69,9 @@ def task_args(task: str, folder: Path) -> list[str]:
     (folder / "c.en").write_text("\n".join(line.upper() for line in fr) + "\n")
     spec = f"{{path: text, data_files: {{fr: {folder / 'c.fr'}, en: {folder / 'c.en'}}}}}"
     train = f"[{spec}]"
+    (folder / "v.fr").write_text("\n".join(fr[:40]) + "\n")  # evaluations decode it: kept small, they come often
+    (folder / "v.en").write_text("\n".join(line.upper() for line in fr[:40]) + "\n")
+    valid = f"{{path: text, data_files: {{fr: {folder / 'v.fr'}, en: {folder / 'v.en'}}}}}"
     if task == "mix":  # two corpora mixed 1:3, the small one cycled
         (folder / "d.fr").write_text("\n".join(fr[:40]) + "\n")
         (folder / "d.en").write_text("\n".join(line.title() for line in fr[:40]) + "\n")
@@ -84,7 +87,7 @@ def task_args(task: str, folder: Path) -> list[str]:
         *COMMON,
         *tokens,
         f"data.train={train}",
-        f"data.valid={spec}",
+        f"data.valid={valid}",
         "model.enc_layers=1",
         "model.dec_layers=1",
         "model.d_ff=32",
