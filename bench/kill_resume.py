@@ -155,16 +155,24 @@ def output(proc: subprocess.Popen) -> str:
 
 
 def run_killed(
-    args: list[str], out: Path, kills: int, longest: float, env: dict, rng: random.Random, processes: int = 1
-) -> int:
-    """Start, kill at a random moment, resume, ... `kills` times; then resume to the end. Returns
-    how many kills landed before their run finished."""
-    landed = 0
+    args: list[str],
+    out: Path,
+    kills: int,
+    window: tuple[float, float],
+    env: dict,
+    rng: random.Random,
+    processes: int = 1,
+) -> tuple[int, int]:
+    """Start, kill at a random moment `window` seconds after the start, resume, ... `kills` times;
+    then resume to the end. Returns how many kills landed before their run finished, and how many
+    of those found a checkpoint already written (the rest stopped a run that would start over)."""
+    landed = saved = 0
     for _ in range(kills):
         proc = start(args, out, env, processes)
         try:
-            proc.wait(timeout=rng.uniform(0.3, 0.75 * longest))  # often enough before the end
+            proc.wait(timeout=rng.uniform(*window))
         except subprocess.TimeoutExpired:
+            saved += (out / "last.pt").is_file()
             kill_tree(proc.pid)  # the launcher and every worker at once, as a power cut would
             proc.wait()
             landed += 1
@@ -176,7 +184,19 @@ def run_killed(
     proc = start(args, out, env, processes)
     if proc.wait() != 0:
         raise SystemExit(f"the final resume failed:\n{output(proc)[-2000:]}")
-    return landed
+    return landed, saved
+
+
+def start_up_seconds(args: list[str], out: Path, env: dict, processes: int = 1) -> float:
+    """Seconds a run takes to start, take a step, evaluate and save it. A budget counts training
+    time alone, so a budgeted run's kills are spread over this and the budget: over the budget
+    alone, every kill landed before the first step (imports and data take seconds)."""
+    one_step = [a for a in args if not a.startswith("train.max_steps=")] + ["train.max_steps=1"]
+    began = time.monotonic()
+    proc = start(one_step, out, env, processes)
+    if proc.wait() != 0:
+        raise SystemExit(f"the one-step run failed:\n{output(proc)[-2000:]}")
+    return time.monotonic() - began
 
 
 def finished(last: Path, args: list[str]) -> bool:
@@ -230,8 +250,10 @@ def main(argv=None) -> int:
         if args.budget:  # killed first: the straight run then gets the plan the budget became, as steps
             budgeted = [a for a in train_args if not a.startswith(("train.max_minutes=", "train.max_steps="))]
             budgeted += [f"train.max_minutes={args.budget}", "train.max_steps=100000"]  # the budget decides
-            longest = args.budget * 60
-            landed = run_killed(budgeted, folder / "killed", args.kills, longest, env, rng, args.processes)
+            ready = start_up_seconds(budgeted, folder / "one-step", env, args.processes)
+            longest = ready + args.budget * 60
+            window = (0.5 * ready, ready + 0.75 * args.budget * 60)
+            landed, saved = run_killed(budgeted, folder / "killed", args.kills, window, env, rng, args.processes)
             plan = load_checkpoint(folder / "killed" / "last.pt")["planned_steps"]
             train_args = [a for a in train_args if not a.startswith("train.max_steps=")] + [f"train.max_steps={plan}"]
             print(f"the {args.budget} min budget became a plan of {plan} steps")
@@ -241,12 +263,13 @@ def main(argv=None) -> int:
             raise SystemExit(f"the uninterrupted run failed:\n{output(straight)[-2000:]}")
         if not args.budget:
             longest = time.monotonic() - began
-            landed = run_killed(train_args, folder / "killed", args.kills, longest, env, rng, args.processes)
+            window = (0.3, 0.75 * longest)  # often enough before the end
+            landed, saved = run_killed(train_args, folder / "killed", args.kills, window, env, rng, args.processes)
         found = differences(folder / "straight", folder / "killed")
     verdict = "identical" if not found else "DIFFERENT: " + "; ".join(found[:5])
     label = args.task + (f" x {args.processes} processes" if args.processes > 1 else "")
     print(
-        f"{label}: {landed} of {args.kills} kills landed before their run ended; "
+        f"{label}: {landed} of {args.kills} kills landed before their run ended ({saved} after a checkpoint); "
         f"final state {verdict} to the uninterrupted run ({longest:.1f} s)"
     )
     return 1 if found else 0
