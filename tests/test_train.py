@@ -154,6 +154,17 @@ def test_resume_refuses_a_changed_model(toy_text_corpus, tmp_path, capsys):
     assert "model.d_model was 16" in capsys.readouterr().err
 
 
+def test_a_language_model_trains_without_loading_datasets(toy_text_corpus, tmp_path):
+    """`datasets` takes about a second to import and only translation reads corpora through it, so a
+    char GPT's run, and each resume of one, starts without it."""
+    probe = "import sys\nfrom mt import train\ntrain.main(sys.argv[1:])\nprint('datasets:', 'datasets' in sys.modules)"
+    command = [sys.executable, "-c", probe, RECIPE, *TINY, "train.max_steps=4", f"out_dir={tmp_path / 'run'}"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "run" / "last.pt").is_file()
+    assert "datasets: False" in result.stdout
+
+
 def test_shakespeare_recipe_end_to_end_through_the_cli(mirror, tmp_path):
     """The shipped recipe with tiny overrides: trains on CPU, checkpoints, then generates."""
     env = {**os.environ, "MT_DATA_MIRROR": str(mirror), "MT_DATA_DIR": str(tmp_path / "data")}

@@ -11,7 +11,6 @@ from pathlib import Path
 import torch
 
 from mt.config import Config
-from mt.data.corpora import columns, load_pairs, spec_label
 from mt.errors import UserError
 from mt.files import atomic_write
 from mt.inference.metrics import corpus_scores
@@ -28,6 +27,7 @@ def test_specs(cfg: Config) -> list:
 def translation_report(cfg: Config, run_dir: Path, device: str, log=None) -> dict:
     """Score `best` on each test set with the recipe's beam, translate the demo, write results.json."""
     log = log or sys.stderr
+    from mt.data.corpora import columns, load_pairs, spec_label  # imports `datasets`, slow to load
     from mt.inference.translator import Translator
 
     translator = Translator.load(run_dir, device)
