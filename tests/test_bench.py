@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow
 def test_bench_quick_prints_table_and_writes_json(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run(
@@ -58,6 +61,7 @@ def run_bench(script: str, *args, out) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
 
 
+@pytest.mark.slow
 def test_profile_step_splits_a_training_step(tmp_path):
     """bench/profile_step.py on a tiny model: every phase and the matmuls are timed, the parts fit
     inside the step, and the real-token share is a share."""
@@ -101,6 +105,7 @@ def test_train_speed_reads_a_progress_bar():
     assert readings("no bar here", 0) == []
 
 
+@pytest.mark.slow
 def test_train_speed_compares_a_revision_with_the_working_tree(tmp_path):
     """bench/train_speed.py on a tiny model: HEAD (in a git worktree) and the working tree, one
     round each, every run with a tokens/s reading and a peak RSS; the first revision is 1.0x."""
@@ -130,6 +135,7 @@ def test_train_speed_compares_a_revision_with_the_working_tree(tmp_path):
     assert "target tokens/s" in result.stdout
 
 
+@pytest.mark.slow
 def test_decode_bench_times_the_engines_asked_for_on_the_runs_test_set(run_dir, tmp_path):
     """bench/decode.py on the tiny run: each engine named gives a greedy and a beam-5 row on the
     run's own test set, ratios are taken against CTranslate2 int8 where it ran, and an unknown
@@ -156,6 +162,7 @@ def test_decode_bench_times_the_engines_asked_for_on_the_runs_test_set(run_dir, 
     assert refused.returncode == 2 and "unknown engine(s) ['bogus']" in refused.stderr
 
 
+@pytest.mark.slow
 def test_decode_bench_runs_transformers_on_the_model_a_run_was_imported_from(run_dir, tmp_path):
     """The `transformers fp32` row decodes with MarianMTModel.generate from the folder an imported
     run came from: greedy, on the same weights, it gives mt's texts (so the same BLEU and words). A

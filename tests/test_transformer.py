@@ -161,6 +161,7 @@ def test_outputs_respect_the_length_bound():
     assert all(len(x) < 12 for x in out + beamed)
 
 
+@pytest.mark.slow
 def test_small_model_learns_to_reverse_sequences():
     """Reverse sequences of 3-8 symbols: >= 95% exact match after a short CPU training run."""
     torch.manual_seed(0)

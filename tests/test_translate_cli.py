@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import TINY_MODEL, cli
 
 from mt.inference.translator import Translator
@@ -77,6 +78,7 @@ def test_no_model_says_how_to_train(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_fr_en_recipe_end_to_end_on_multi30k(mirror, tmp_path):
     """Real data through MT_DATA_MIRROR: a tiny model on a Multi30k subset (its 1,014 validation pairs)."""
     env = {"MT_DATA_MIRROR": str(mirror), "MT_DATA_DIR": str(tmp_path / "data")}
