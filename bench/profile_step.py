@@ -9,7 +9,9 @@ For each precision: seconds per step, target tokens/s, the share of real (non-pa
 batches, and the step split into phases (data, forward and loss, backward, gradient clipping,
 optimizer) and, inside forward and backward, into kinds of operator (matmuls, attention, loss,
 layer norms, embeddings, the rest) by their own time. What no operator accounts for is Python and
-dispatch overhead. Needs the corpora (downloaded, or MT_DATA_MIRROR). Writes
+dispatch overhead. The process has the trainer's memory settings (freed blocks kept, oneDNN's
+caches bounded); the micro-batches run one after another, where the trainer runs them side by side
+on a multi-core CPU. Needs the corpora (downloaded, or MT_DATA_MIRROR). Writes
 bench/results/profile_step.json.
 """
 
@@ -29,7 +31,7 @@ from mt.hardware import autocast, describe, pick_device, uses_bf16
 from mt.model import build_model
 from mt.training.distributed import World
 from mt.training.optim import make_optimizer
-from mt.training.trainer import build_task
+from mt.training.trainer import build_task, settle_memory
 
 PHASES = ["data", "forward+loss", "backward", "clip", "optimizer"]
 # Operator kinds, matched against an operator's name and then its callers' (so the elementwise work
@@ -169,6 +171,7 @@ def main(argv=None):
     cfg = load_config(args.recipe, args.overrides)
     device = pick_device(cfg.train.device)
     precisions = args.precision or ["fp32"] + (["bf16"] if uses_bf16(device, "auto") else [])
+    settle_memory(device, "bf16" if "bf16" in precisions else "fp32")  # the trainer's heap and caches
     print(f"{cfg.name}: {describe(device)}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as run_dir:
         task = build_task(cfg, Path(run_dir), device, False, World())

@@ -44,6 +44,14 @@ def build_task(
     return LanguageModelTask(cfg, run_dir, device, reuse_tokenizer, world)
 
 
+def settle_memory(device: torch.device, precision: str) -> None:
+    """The process-wide memory settings of training, before its first step (and the first bf16
+    matmul): freed blocks kept for the next step (mt/heap.py) and oneDNN's caches bounded
+    (mt/hardware.py). bench/profile_step.py applies them too, to time the step the trainer runs."""
+    heap.keep_freed_memory()
+    bound_onednn_kernels(device, precision)
+
+
 def train(cfg: Config, resume: bool = False) -> dict:
     """Train as `cfg` says; return the last evaluation's metrics.
 
@@ -52,8 +60,7 @@ def train(cfg: Config, resume: bool = False) -> dict:
     its data threads and then its writers, then the process group is destroyed, then the run lock
     is released, so that no second training can start in the directory before this one is done."""
     world, device = distributed.init(pick_device(cfg.train.device))
-    heap.keep_freed_memory()  # steps free and ask for the same sizes: reuse them (mt/heap.py)
-    bound_onednn_kernels(device, cfg.train.precision)
+    settle_memory(device, cfg.train.precision)
     lock = RunLock(cfg.run_dir)
     try:
         distributed.main_first(world, device, lock.acquire)
