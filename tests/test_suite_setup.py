@@ -1,0 +1,24 @@
+"""The test suite's own setup: how it shares the machine when pytest-xdist runs it in several processes."""
+
+import os
+
+import torch
+from conftest import share_the_cores_among_workers
+
+
+def test_xdist_workers_each_take_a_share_of_the_cores(monkeypatch):
+    threads = torch.get_num_threads()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1")
+        torch.set_num_threads(cores)
+        share_the_cores_among_workers()
+        assert torch.get_num_threads() == cores  # one process keeps every core
+
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+        monkeypatch.setenv("OMP_NUM_THREADS", "64")
+        share_the_cores_among_workers()
+        assert torch.get_num_threads() == max(1, cores // 2)
+        assert os.environ["OMP_NUM_THREADS"] == str(max(1, cores // 2))  # what the commands tests start inherit
+    finally:
+        torch.set_num_threads(threads)
