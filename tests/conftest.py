@@ -13,6 +13,11 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_MIRROR = REPO.parent / "shared" / "data"
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its affinity where the OS tells it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def share_the_cores_among_workers() -> None:
     """Under pytest-xdist (`-n auto`), give each worker its share of the cores. Workers that each
     start a thread per core oversubscribe them: with two workers of two threads on two cores the suite
@@ -20,8 +25,7 @@ def share_the_cores_among_workers() -> None:
     inherit the share through OMP_NUM_THREADS."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        threads = max(1, cores // workers)
+        threads = max(1, available_cores() // workers)
         torch.set_num_threads(threads)
         os.environ["OMP_NUM_THREADS"] = str(threads)
 

@@ -3,12 +3,12 @@
 import os
 
 import torch
-from conftest import share_the_cores_among_workers
+from conftest import available_cores, share_the_cores_among_workers
 
 
 def test_xdist_workers_each_take_a_share_of_the_cores(monkeypatch):
     threads = torch.get_num_threads()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = available_cores()
     try:
         monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1")
         torch.set_num_threads(cores)
