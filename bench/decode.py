@@ -15,9 +15,11 @@ a process of its own.
 Both engines decode `--workers` batches at once (default: one per intra-op thread, mt's own default
 on a CPU; CTranslate2's inter_threads), the threads shared out between them. Each round runs every
 engine once, in turn, so that a slow minute of a shared machine hits all of them alike; each row
-keeps its fastest round. Prints seconds, sentences/s, BLEU and the ratio to CTranslate2 int8 for
-each row, and writes bench/results/decode.json (`--out`). The test set is the run's first (`--test`
-names another); it needs the corpus (downloaded, or MT_DATA_MIRROR).
+keeps its fastest round. mt's rows run on tcmalloc where it is installed, as `mt.translate` does
+(mt/allocator.py); CTranslate2's on the C library's malloc, as its own users run it. Prints
+seconds, sentences/s, BLEU and the ratio to CTranslate2 int8 for each row, and writes
+bench/results/decode.json (`--out`). The test set is the run's first (`--test` names another); it
+needs the corpus (downloaded, or MT_DATA_MIRROR).
 On a GPU (`--device cuda`) the default row is mt at its inference precision (bf16 autocast); name
 CTranslate2's rows with `--engines` where its CUDA build runs. The `transformers fp32` row, for runs
 made by `mt.import`, is `MarianMTModel.generate` on the model the run was imported from (the same
@@ -37,6 +39,7 @@ import sacrebleu
 import torch
 import yaml
 
+from mt import allocator
 from mt.checkpoint import BEST, load_checkpoint
 from mt.data.corpora import columns, load_pairs
 from mt.errors import UserError, cli_entry, require_extra
@@ -137,6 +140,7 @@ def engine_rows(args) -> list[dict]:
             bleu = round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2)
             rows.append({"engine": args.engine, "decoding": options.name, "seconds": round(seconds, 4), "bleu": bleu})
             rows[-1] |= {"sentences": len(src), "test": args.test, "output_words": sum(len(h.split()) for h in hyp)}
+            rows[-1]["allocator"] = allocator.active()
             print(f"{args.engine:<27} {options.name:<7} {seconds:7.2f} s", file=sys.stderr)
     return rows
 
@@ -193,6 +197,8 @@ def main(argv=None):
     if unknown:
         p.error(f"unknown engine(s) {sorted(unknown)}; choose from {known}")
     if args.engine:
+        if args.engine.startswith("mt"):  # as mt.translate runs; CTranslate2 as its own users run it
+            allocator.restart_script_on_tcmalloc()
         print(json.dumps(engine_rows(args)))
         return
     rows = fastest_rounds(args)
@@ -207,11 +213,11 @@ def main(argv=None):
         f"\n{src_count} sentences of {args.test}, batch {args.batch_size}, {args.workers} worker(s), "
         f"best of {args.rounds} round(s), {hardware}"
     )
-    print(f"{'engine':<28}{'decoding':<9}{'seconds':>9}{'sent/s':>9}{'BLEU':>7}{'x CT2 int8':>12}")
+    print(f"{'engine':<28}{'decoding':<9}{'seconds':>9}{'sent/s':>9}{'BLEU':>7}{'x CT2 int8':>12}  malloc")
     for r in rows:
         ratio = f"{r['vs_ctranslate2_int8']:.2f}" if r["vs_ctranslate2_int8"] is not None else "n/a"
         line = f"{r['engine']:<28}{r['decoding']:<9}{r['seconds']:>9.2f}{r['sentences_per_s']:>9.1f}{r['bleu']:>7.2f}"
-        print(line + f"{ratio:>12}")
+        print(line + f"{ratio:>12}  {r['allocator']}")
     write_results(args, rows, src_count, hardware)
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from mt import allocator
 from mt.bench import CPU_GPT
 from mt.config import load_config
 from mt.hardware import describe, pick_device
@@ -82,6 +83,7 @@ def full_validation_loss(run_dir: Path) -> float:
 
 
 def main():
+    allocator.restart_script_on_tcmalloc()  # mt's commands train on tcmalloc where it is installed
     p = argparse.ArgumentParser()
     p.add_argument("--recipe-size", action="store_true", help="run the shipped recipe unchanged")
     p.add_argument("--quick", action="store_true", help="200 steps")

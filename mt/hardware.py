@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from mt import allocator
 from mt.errors import UserError
 
 
@@ -89,11 +90,19 @@ def bound_onednn_kernels(device: torch.device, precision: str) -> None:
 
 
 def describe(device: torch.device) -> str:
-    """The hardware a figure was measured on: the GPU's name, or the CPU's model, its bf16 units and threads."""
+    """The hardware a figure was measured on: the GPU's name, or the CPU's model, its bf16 units and
+    threads, and tcmalloc where the process allocates with it (mt/allocator.py)."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     name, flags = _cpuinfo("model name") or platform.machine(), cpu_flags()
     units = (
         " with AMX" if "amx_bf16" in flags else " with AVX-512 BF16" if "avx512_bf16" in flags else ", no bf16 units"
     )
-    return f"{name}{units}, {torch.get_num_threads()} threads"
+    malloc = ", tcmalloc" if allocator.active() == "tcmalloc" else ""
+    return f"{name}{units}, {torch.get_num_threads()} threads{malloc}"
+
+
+if __name__ == "__main__":  # what mt's commands run on here: `python -m mt.hardware`
+    device = pick_device("auto")
+    print(f"{describe(device)}; training precision {'bf16' if uses_bf16(device, 'auto') else 'fp32'}")
+    print(f"memory allocator: {allocator.report()}")

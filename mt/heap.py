@@ -13,6 +13,10 @@ is kept fragments as batches change shape, more so with micro-batches computed s
 CPU training hands the free pages back every few steps (`trim`): the few faults that costs are
 spread over those steps.
 
+Under tcmalloc (mt's commands run on it where it is installed: mt/allocator.py) glibc's settings
+and `trim` reach an allocator the process does not use; tcmalloc keeps freed memory for reuse and
+returns it gradually by itself, and `give_back` has it return every free page at once.
+
 `give_back`'s garbage collection had a cost of its own: a full collection walked every object the
 imports left, hundreds of thousands. `objects_left_alone` keeps a training loop's collections (two
 an evaluation) off those.
@@ -25,6 +29,8 @@ import ctypes
 import ctypes.util
 import functools
 import gc
+
+from mt import allocator
 
 # mallopt's parameters, from glibc's malloc.h
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
@@ -70,9 +76,10 @@ def objects_left_alone():
 
 
 def give_back() -> bool:
-    """Collect garbage, then return free heap pages to the system; True if glibc released any."""
+    """Collect garbage, then return free heap pages to the system; True if the allocator released
+    any (tcmalloc: True whenever it runs)."""
     gc.collect()
-    return trim()
+    return allocator.release_free_memory() or trim()
 
 
 def trim() -> bool:
