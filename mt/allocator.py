@@ -70,14 +70,14 @@ def started_as_command(argv: list[str]) -> bool:
     return bool(args) and os.path.basename(args[0]).startswith("mt-")
 
 
-def restart_plan(argv: list[str], environ: dict, library: str | None, running: str) -> dict | None:
-    """The environment to run the command `argv` again with, so that it allocates with tcmalloc,
-    or None to go on as it is. Raises SystemExit with a one-line error for an MT_ALLOCATOR typo, or
-    when MT_ALLOCATOR=tcmalloc asks for a library the system lacks."""
+def restart_plan(environ: dict, library: str | None, running: str) -> dict | None:
+    """The environment to run this program again with, so that it allocates with tcmalloc, or None
+    to go on as it is. Raises SystemExit with a one-line error for an MT_ALLOCATOR typo, or when
+    MT_ALLOCATOR=tcmalloc asks for a library the system lacks."""
     choice = environ.get(ENV, "auto")
     if choice not in CHOICES:
         raise SystemExit(f"error: {ENV}={choice!r}: choose one of {', '.join(CHOICES)}")
-    if choice == "system" or running == "tcmalloc" or RESTARTED in environ or not started_as_command(argv):
+    if choice == "system" or running == "tcmalloc" or RESTARTED in environ:
         return None
     if library is None:
         if choice == "tcmalloc":
@@ -95,22 +95,22 @@ def tcmalloc_environment(environ: dict, library: str) -> dict:
 
 
 def use_tcmalloc() -> None:
-    """Run this process again on tcmalloc where `restart_plan` says so; otherwise return."""
+    """Run this process again on tcmalloc if it is one of mt's commands and `restart_plan` says so;
+    otherwise return."""
     argv = getattr(sys, "orig_argv", None)
     if sys.platform != "linux" or not argv or not started_as_command(argv) or os.environ.get(ENV) == "system":
         return  # the common library import returns here, before looking for a library
-    plan = restart_plan(argv, dict(os.environ), tcmalloc_library(), active())
-    if plan is not None:
-        _run_again(argv, plan)
+    restart_script_on_tcmalloc()
 
 
 def restart_script_on_tcmalloc() -> None:
-    """For a benchmark script that runs mt in its own process: run it again on tcmalloc, as mt's
-    commands run, unless it already is, MT_ALLOCATOR=system, or no tcmalloc is installed."""
-    library = tcmalloc_library() if sys.platform == "linux" else None
-    if library is None or active() == "tcmalloc" or RESTARTED in os.environ or os.environ.get(ENV) == "system":
+    """Run this program again on tcmalloc where `restart_plan` says so (a benchmark script that runs
+    mt in its own process calls it, to run as mt's commands do); otherwise return."""
+    if sys.platform != "linux":
         return
-    _run_again(sys.orig_argv, tcmalloc_environment(dict(os.environ), library))
+    plan = restart_plan(dict(os.environ), tcmalloc_library(), active())
+    if plan is not None:
+        _run_again(sys.orig_argv, plan)
 
 
 def _run_again(argv: list[str], environ: dict) -> None:

@@ -32,8 +32,8 @@ def test_only_mt_commands_count_as_commands(argv, command):
     assert allocator.started_as_command(argv) is command
 
 
-def plan(environ, library=LIBRARY, running="system", argv=(PYTHON, "-m", "mt.train")):
-    return allocator.restart_plan(list(argv), environ, library, running)
+def plan(environ, library=LIBRARY, running="system"):
+    return allocator.restart_plan(environ, library, running)
 
 
 def test_a_command_restarts_with_tcmalloc_preloaded_once():
@@ -50,7 +50,6 @@ def test_no_restart_where_it_cannot_or_should_not_happen():
     assert plan({}, running="tcmalloc") is None
     assert plan({allocator.ENV: "system"}) is None
     assert plan({}, library=None) is None  # auto without the library: the C library's malloc
-    assert plan({}, argv=(PYTHON, "-m", "pytest")) is None
 
 
 def test_bad_or_unmet_choices_are_one_line_errors():
