@@ -169,12 +169,11 @@ class Attention(nn.Module):
             else:
                 k, v = self._heads(k), self._heads(v)
         else:
-            (w_q, b_q), (w_kv, b_kv) = self.projection("q"), self.projection("kv")
-            q = self.query(x) if self.query is not None else F.linear(x, w_q, b_q)
+            q = self.query(x) if self.query is not None else F.linear(x, *self.projection("q"))
             if cache is not None and cache.len:  # memory keys/values were computed at the first step
                 k, v = cache.keys_values()
             else:
-                kv = self.key_value(memory) if self.key_value is not None else F.linear(memory, w_kv, b_kv)
+                kv = self.key_value(memory) if self.key_value is not None else F.linear(memory, *self.projection("kv"))
                 k, v = kv.split(d, dim=2)  # 2 x (B, S, D)
                 k, v = (
                     cache.append(self._rows(k), self._rows(v))
