@@ -23,17 +23,18 @@ RESTARTED = "MT_ALLOCATOR_RESTARTED"  # set in the second run: it never restarts
 LIBRARIES = ("tcmalloc_minimal", "tcmalloc")  # gperftools' allocator alone, or with its profilers
 INSTALL = "Debian and Ubuntu: apt-get install libtcmalloc-minimal4"
 INTERPRETER_OPTIONS_WITH_VALUE = ("-X", "-W", "-Q")
+RELEASE = "MallocExtension_ReleaseFreeMemory"  # a tcmalloc function: its presence says tcmalloc runs here
 
 
 def active() -> str:
     """'tcmalloc' when this process allocates with tcmalloc, else 'system'."""
-    return "tcmalloc" if _tcmalloc_function("MallocExtension_ReleaseFreeMemory") is not None else "system"
+    return "tcmalloc" if _tcmalloc_function(RELEASE) is not None else "system"
 
 
 def release_free_memory() -> bool:
     """Have tcmalloc return its free pages to the system at once (it otherwise returns them a little
     at a time); False where the process does not run on tcmalloc."""
-    release = _tcmalloc_function("MallocExtension_ReleaseFreeMemory")
+    release = _tcmalloc_function(RELEASE)
     if release is None:
         return False
     release()
