@@ -158,6 +158,14 @@ def _mostly_real_rows(states: torch.Tensor, targets: torch.Tensor, multiple: int
     return states[rows], targets[rows]
 
 
+def _compiled_loss(states, head, targets, smoothing: float) -> torch.Tensor:
+    """The loss as torch.compile traces it: whole, in standard operations that inductor fuses.
+    head_loss's loop over slices of rows would make Dynamo specialise the graph on each batch's
+    row count, and its CPU row selection reads a count back (`.item()`), breaking the graph: with
+    the recipe's batch shapes it recompiled the whole forward at every new shape until its limit."""
+    return F.cross_entropy(head(states).float(), targets, ignore_index=PAD, label_smoothing=smoothing)
+
+
 def head_loss(
     states: torch.Tensor,
     head: torch.nn.Linear,
@@ -169,6 +177,8 @@ def head_loss(
     rows at a time (default: HEAD_ROWS on a CPU, over the rows with real targets, see
     _mostly_real_rows; GPU_HEAD_ROWS elsewhere). Without gradients it computes the loss alone."""
     states, targets = states.reshape(-1, states.size(-1)), targets.reshape(-1)
+    if torch.compiler.is_compiling():  # one graph for every batch size: see _compiled_loss
+        return _compiled_loss(states, head, targets, float(label_smoothing))
     on_cpu = states.device.type == "cpu"
     rows = rows or (HEAD_ROWS if on_cpu else GPU_HEAD_ROWS)
     if on_cpu:  # where selecting rows costs no host-device synchronisation
