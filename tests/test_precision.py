@@ -156,3 +156,32 @@ def test_bf16_training_on_a_cpu_bounds_onednn_kernels_unless_the_user_chose(monk
     environ["LRU_CACHE_CAPACITY"] = "512"
     bound_onednn_kernels(cpu, "bf16")
     assert environ["LRU_CACHE_CAPACITY"] == "512"
+
+
+def test_translation_on_cuda_prefers_the_memory_efficient_attention_kernel():
+    """prefer_memory_efficient_attention leaves SDPA's memory-efficient kernel and the math
+    fallback on CUDA, and changes nothing for a CPU. The flags are PyTorch's own, settable without a GPU."""
+    from mt.hardware import prefer_memory_efficient_attention
+
+    flags = torch.backends.cuda
+    switches = (flags.enable_cudnn_sdp, flags.enable_flash_sdp, flags.enable_mem_efficient_sdp, flags.enable_math_sdp)
+
+    def state():
+        return (
+            flags.cudnn_sdp_enabled(),
+            flags.flash_sdp_enabled(),
+            flags.mem_efficient_sdp_enabled(),
+            flags.math_sdp_enabled(),
+        )
+
+    before = state()
+    try:
+        for switch in switches:
+            switch(True)
+        prefer_memory_efficient_attention(torch.device("cpu"))
+        assert state() == (True, True, True, True)
+        prefer_memory_efficient_attention(torch.device("cuda"))
+        assert state() == (False, False, True, True)
+    finally:
+        for switch, on in zip(switches, before):
+            switch(on)

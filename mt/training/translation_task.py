@@ -27,6 +27,7 @@ from mt.data.corpora import (
 from mt.data.mixing import Mixture
 from mt.data.tokenizer import SentencePieceTokenizer, Tokenizer, learn_tokenizer, load_tokenizer
 from mt.errors import UserError
+from mt.hardware import prefer_memory_efficient_attention
 from mt.training import init_from
 from mt.training.distributed import World
 
@@ -109,6 +110,7 @@ class TranslationTask:
         # Tensor cores and torch.compile want few, aligned shapes; on CPU padding is only waste.
         # (multiple, limit): within the model's positions, <END>/<START> included.
         self.padding = (8 if device.type == "cuda" or cfg.train.compile else 1, d.max_len + 1)
+        prefer_memory_efficient_attention(device)
         self.sample_alpha = cfg.tokenizer.sampling_alpha if isinstance(self.tokenizer, SentencePieceTokenizer) else 0.0
         self.epoch, self.batch_in_epoch = 0, 0  # where the batches handed to training have got to
 
