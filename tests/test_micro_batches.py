@@ -1,11 +1,14 @@
 """A CPU step's micro-batches side by side: the same gradient as one after another, on the worker
-threads, repeatable with dropout, and only where it applies."""
+threads, repeatable with dropout, and only where it applies; bf16 weights cast once a step."""
 
+import contextlib
 import threading
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
+import mt.training.trainer
 from mt.config import load_config
 from mt.data.tokenizer import END, PAD, START
 from mt.dropout import keep_mask, own_generator
@@ -141,3 +144,33 @@ def test_workers_apply_to_cpu_training_in_one_process_only():
 def test_a_negative_worker_count_is_a_recipe_error():
     with pytest.raises(UserError, match="train.micro_batch_workers must be 0"):
         load_config("recipes/fr_en.yaml", ["train.micro_batch_workers=-1"])
+
+
+class Casts(TorchDispatchMode):
+    """Counts dtype conversions on this thread."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += func.__name__.startswith("_to_copy")
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_bf16_weights_are_cast_once_a_step_with_the_same_result(tmp_path, workers, monkeypatch):
+    """keep_weight_casts holds autocast's copies over a step's micro-batches: bit for bit the step
+    a context per micro-batch gives, with one cast of each weight instead of one per micro-batch."""
+    kept = one_step(tmp_path / "kept", workers, "train.precision=bf16")
+    with monkeypatch.context() as patch:
+        patch.setattr(mt.training.trainer, "keep_weight_casts", lambda *_: contextlib.nullcontext())
+        anew = one_step(tmp_path / "anew", workers, "train.precision=bf16")
+        with Casts() as casts_anew:
+            one_step(tmp_path / "anew2", 1, "train.precision=bf16")
+    with Casts() as casts_kept:
+        one_step(tmp_path / "kept2", 1, "train.precision=bf16")
+    assert kept[1] == anew[1]
+    assert all(torch.equal(kept[0][name], anew[0][name]) for name in kept[0])
+    matrices = sum(p.dim() == 2 for p in build_model(load_config("recipes/fr_en.yaml", SMALL), VOCAB).parameters())
+    assert casts_anew.count - casts_kept.count >= 3 * matrices  # four micro-batches: three casts saved per weight

@@ -20,7 +20,14 @@ from tqdm import tqdm
 from mt import heap
 from mt.checkpoint import BEST, LAST, save_checkpoint
 from mt.config import Config
-from mt.hardware import autocast, bound_onednn_kernels, inference_precision, pick_device, uses_bf16
+from mt.hardware import (
+    autocast,
+    bound_onednn_kernels,
+    inference_precision,
+    keep_weight_casts,
+    pick_device,
+    uses_bf16,
+)
 from mt.model import build_model
 from mt.training import distributed, init_from
 from mt.training.averaging import average_into_best, keep_last_snapshots, snapshot_path
@@ -256,14 +263,17 @@ class Trainer:
     def _one_after_another(self, micro_batches: list, weights: list[float], shares: list[float]) -> torch.Tensor:
         """Each micro-batch's backward adds into `.grad`; under DDP the last one all-reduces."""
         loss_total = torch.zeros((), device=self.device)
-        for micro, batch in enumerate(micro_batches):
-            last_micro = micro == len(micro_batches) - 1
-            sync = self.train_model.no_sync() if self.world.size > 1 and not last_micro else contextlib.nullcontext()
-            with sync:
-                with self.precision:
-                    loss = self.task.loss(self.train_model, batch, self.tc.label_smoothing)
-                (loss * weights[micro]).backward()
-            loss_total += loss.detach() * shares[micro]
+        with keep_weight_casts(self.device, self.tc.precision):
+            for micro, batch in enumerate(micro_batches):
+                last_micro = micro == len(micro_batches) - 1
+                sync = (
+                    self.train_model.no_sync() if self.world.size > 1 and not last_micro else contextlib.nullcontext()
+                )
+                with sync:
+                    with self.precision:
+                        loss = self.task.loss(self.train_model, batch, self.tc.label_smoothing)
+                    (loss * weights[micro]).backward()
+                loss_total += loss.detach() * shares[micro]
         return loss_total
 
     def _side_by_side(self, micro_batches: list, weights: list[float], shares: list[float], seed: int) -> torch.Tensor:
@@ -272,12 +282,13 @@ class Trainer:
 
         def work(share: range) -> tuple[torch.Tensor, list]:
             loss_sum, grads = torch.zeros(()), [None] * len(params)
-            for i in share:
-                with autocast(self.device, self.tc.precision):  # a context of this thread's own
-                    loss = self.task.loss(self.train_model, micro_batches[i], self.tc.label_smoothing)
-                parts = torch.autograd.grad(loss * weights[i], params, allow_unused=True)
-                grads = add_in_order([grads, parts])
-                loss_sum += loss.detach() * shares[i]
+            with keep_weight_casts(self.device, self.tc.precision):  # contexts of this thread's own
+                for i in share:
+                    with autocast(self.device, self.tc.precision):
+                        loss = self.task.loss(self.train_model, micro_batches[i], self.tc.label_smoothing)
+                    parts = torch.autograd.grad(loss * weights[i], params, allow_unused=True)
+                    grads = add_in_order([grads, parts])
+                    loss_sum += loss.detach() * shares[i]
             return loss_sum, grads
 
         results = self.micro_workers.run(work, len(micro_batches), seed)
