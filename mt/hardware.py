@@ -87,9 +87,9 @@ IDEEP_ENTRIES = 8  # bf16 matmul set-ups PyTorch's oneDNN wrapper, ideep, keeps 
 def keep_weight_casts(device: torch.device, precision: str = "auto"):
     """Around a step's micro-batches: autocast keeps each weight's bf16 copy until its outermost
     context closes, so a context per micro-batch cast every weight anew for each (about 17 ms of
-    a 0.7 s bf16 CPU step over four). A disabled context around them keeps the copies for the
-    step, which the optimizer then ends, and leaves backward outside autocast. Per thread, as
-    autocast's state is."""
+    a 0.7 s bf16 CPU step over four). A disabled context around them keeps the copies over all
+    of them, drops them before the optimizer changes the weights, and leaves backward outside
+    autocast. Per thread, as autocast's state is."""
     if uses_bf16(device, precision):
         return torch.autocast(device.type, enabled=False)
     return contextlib.nullcontext()
