@@ -78,12 +78,15 @@ class KVCache:
         torch.index_select(self.v[:, :n], 0, index, out=v[:, :n])
         self.spare, self.k, self.v = (self.k, self.v), k, v
 
-    def move_rows(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+    def move_rows(self, dst: torch.Tensor, src: torch.Tensor, rows: int | None = None) -> None:
         """Rows `dst` take the keys and values of rows `src`, none of which is in `dst`; every other
-        row keeps its own. In place, so only the rows that change are copied: beam search puts a
-        hypothesis in its parent's row where it can, and then three rows in four stay."""
+        row keeps its own, and with `rows` only the first `rows` are kept. In place, so only the
+        rows that change are copied: beam search puts a hypothesis in its parent's row where it
+        can, and then three rows in four stay; a finished sentence's rows take the last ones'."""
         for held in (self.k[:, : self.len], self.v[:, : self.len]):
             held.index_copy_(0, dst, held.index_select(0, src))
+        if rows is not None:
+            self.k, self.v = self.k[:rows], self.v[:rows]
 
 
 CACHE_START = 32  # positions a self-attention cache holds before it first grows

@@ -226,7 +226,15 @@ def test_dropping_finished_sentences_changes_no_output(monkeypatch):
         p.data.normal_(0, 0.3)
     src = random_sources(seed=1, count=16)
     monkeypatch.setattr(decode, "_worth_shrinking", lambda finished, rows: finished > 0)  # drop at every chance
+    shrinking_moves = []
+    real_move = KVCache.move_rows
+    monkeypatch.setattr(
+        KVCache,
+        "move_rows",
+        lambda self, *args: shrinking_moves.append(args[2] < self.k.size(0)) or real_move(self, *args),
+    )
     shrunk = greedy_or_sample(model, src), beam_search(model, src, beam=3, n_best=2)
+    assert any(shrinking_moves)  # finished rows were dropped in place, by moving the last rows into them
     monkeypatch.setattr(decode, "_worth_shrinking", lambda finished, rows: False)
     full = greedy_or_sample(model, src), beam_search(model, src, beam=3, n_best=2)
     assert len({len(x) for x in full[0][0]}) > 3  # outputs of many lengths: rows really left early
@@ -299,6 +307,15 @@ def test_new_beams_take_their_parents_rows_so_that_fewest_rows_move():
     assert decode._moves(flat) is not None  # no moved row is read after it is written
 
 
+def test_finished_sentences_give_their_places_to_the_last_survivors():
+    done = torch.tensor([False, True, False, True, False, False, True, False])
+    order = decode._survivors(done)
+    assert sorted(order.tolist()) == (~done).nonzero().squeeze(1).tolist()  # every survivor, once
+    assert order.tolist() == [0, 5, 2, 7, 4]  # survivors among the first five stay; holes take 5 and 7
+    dst, src = decode._moves(order)
+    assert dst.tolist() == [1, 3] and src.tolist() == [5, 7]  # two rows copied, not five
+
+
 def test_beams_in_their_parents_rows_change_no_output(monkeypatch):
     """Ordering each sentence's beams by parent (so that the caches move only the rows that change,
     in place) gives the outputs and scores of the best-first order with whole-cache reorders."""
@@ -308,9 +325,7 @@ def test_beams_in_their_parents_rows_change_no_output(monkeypatch):
     src = random_sources(seed=2, count=12)
     moved = []
     real_move = KVCache.move_rows
-    monkeypatch.setattr(
-        KVCache, "move_rows", lambda self, dst, src_rows: moved.append(1) or real_move(self, dst, src_rows)
-    )
+    monkeypatch.setattr(KVCache, "move_rows", lambda self, *args: moved.append(1) or real_move(self, *args))
     in_place = beam_search(model, src, beam=4, n_best=2)
     assert moved  # the in-place path ran
     monkeypatch.setattr(decode, "_in_parent_rows", lambda rows: torch.arange(rows.size(1)).expand_as(rows))
