@@ -177,13 +177,13 @@ def head_loss(
     rows at a time (default: HEAD_ROWS on a CPU, over the rows with real targets, see
     _mostly_real_rows; GPU_HEAD_ROWS elsewhere). Without gradients it computes the loss alone."""
     states, targets = states.reshape(-1, states.size(-1)), targets.reshape(-1)
+    smoothing = float(label_smoothing)
     if torch.compiler.is_compiling():  # one graph for every batch size: see _compiled_loss
-        return _compiled_loss(states, head, targets, float(label_smoothing))
+        return _compiled_loss(states, head, targets, smoothing)
     on_cpu = states.device.type == "cpu"
     rows = rows or (HEAD_ROWS if on_cpu else GPU_HEAD_ROWS)
     if on_cpu:  # where selecting rows costs no host-device synchronisation
         states, targets = _mostly_real_rows(states, targets)
-    smoothing = float(label_smoothing)
     if torch.is_grad_enabled() and (states.requires_grad or head.weight.requires_grad):
         return _HeadCrossEntropy.apply(states, head.weight, head.bias, targets, smoothing, rows)
     total = sum(_loss_sum(head(x), t, smoothing) for x, t in zip(states.split(rows), targets.split(rows)))
