@@ -206,9 +206,9 @@ def _kept(held: torch.Tensor, rows: torch.Tensor, moves: tuple[torch.Tensor, tor
 
 
 def _survivors(done: torch.Tensor) -> torch.Tensor:
-    """The rows still decoding, in an order that moves fewest: each finished row among the first
-    (survivors) places takes a survivor from beyond them, and every other survivor stays where it
-    is. Their order is free, since each row's original index travels with it."""
+    """The rows still decoding, in an order that moves fewest: with k survivors, each finished row
+    among the first k takes a survivor from beyond them, and every other survivor keeps its row.
+    Their order is free, since each row's original index travels with it."""
     kept = int((~done).sum())
     order = torch.arange(kept, device=done.device)
     holes = done[:kept].nonzero().squeeze(1)
