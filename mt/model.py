@@ -27,6 +27,11 @@ from mt.dropout import Dropout, dropout, thread_generator
 from mt.loss import head_loss
 
 
+def move_rows_(held: torch.Tensor, dst: torch.Tensor, src: torch.Tensor) -> None:
+    """Rows `dst` of `held` take the contents of rows `src`, in place (no row of `src` is in `dst`)."""
+    held.index_copy_(0, dst, held.index_select(0, src))
+
+
 class KVCache:
     """Keys and values for one attention layer, filled as decoding advances.
 
@@ -84,7 +89,7 @@ class KVCache:
         rows that change are copied: beam search puts a hypothesis in its parent's row where it
         can, and then three rows in four stay; a finished sentence's rows take the last ones'."""
         for held in (self.k[:, : self.len], self.v[:, : self.len]):
-            held.index_copy_(0, dst, held.index_select(0, src))
+            move_rows_(held, dst, src)
         if rows is not None:
             self.k, self.v = self.k[:rows], self.v[:rows]
 

@@ -10,6 +10,7 @@ import torch
 from mt import heap
 from mt.data.tokenizer import END, PAD, START
 from mt.inference.selection import argmax_rows, topk_rows
+from mt.model import move_rows_
 
 
 def pick_next(
@@ -145,7 +146,7 @@ class Decoder:
         reordering within a sentence leaves the memory alone: all its beams share it. Where no
         row is read after it is overwritten, only the rows that change are copied, in place."""
         moves = _moves(rows)
-        sentence_moves = _moves(sentences) if sentences is not None else None
+        sentence_moves = moves if sentences is rows else _moves(sentences) if sentences is not None else None
         for i, cache in enumerate(self.caches):
             if sentences is not None:
                 self.memories[i] = _kept(self.memories[i], sentences, sentence_moves)
@@ -201,7 +202,7 @@ def _kept(held: torch.Tensor, rows: torch.Tensor, moves: tuple[torch.Tensor, tor
     """Rows `rows` of `held`: in place, moving only the rows that change, where `moves` allows it."""
     if moves is None:
         return held[rows]
-    held.index_copy_(0, moves[0], held.index_select(0, moves[1]))
+    move_rows_(held, *moves)
     return held[: rows.numel()]
 
 
