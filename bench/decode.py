@@ -13,7 +13,9 @@ a process of its own.
                                                         # OPUS-MT model against transformers' own generate
 
 Both engines decode `--workers` batches at once (default: one per intra-op thread, mt's own default
-on a CPU; CTranslate2's inter_threads), the threads shared out between them. Each round runs every
+on a CPU; CTranslate2's inter_threads), the threads shared out between them. The `mt int8
+(processes)` row decodes in that many worker processes instead of threads (`--processes`), started
+before the clock as CTranslate2's model is loaded before it. Each round runs every
 engine once, in turn, so that a slow minute of a shared machine hits all of them alike; each row
 keeps its fastest round. mt's rows run on tcmalloc where it is installed, as `mt.translate` does
 (mt/allocator.py); CTranslate2's on the C library's malloc, as its own users run it. Prints
@@ -60,7 +62,7 @@ def timed(translator, src, options, batch_size, repeat):
 
 # The last row is CTranslate2 as its own defaults lay it out (inter_threads 1): one batch at a time on every thread.
 # No commas in the names: --engines splits on them.
-ENGINES = ["mt fp32", "mt int8", "CTranslate2 int8", "CTranslate2 int8 (1 worker)"]
+ENGINES = ["mt fp32", "mt int8", "mt int8 (processes)", "CTranslate2 int8", "CTranslate2 int8 (1 worker)"]
 IMPORTED_ONLY = ["transformers fp32"]  # rows named with --engines only: for runs imported from a MarianMT model
 GPU_ENGINES = ["mt", "CTranslate2 float16", "CTranslate2 int8_float16"]  # mt: bf16 autocast, as mt.translate runs
 PEER = "CTranslate2 int8"  # the row the ratios are taken against, where it ran
@@ -102,7 +104,9 @@ def load_engine(name: str, model: str, tmp: Path, workers: int, device: str):
         quantization = name.split()[1]
         export(model, tmp / quantization, quantization)
         return CTranslate2Translator(tmp / quantization, device, workers=1 if name.endswith("(1 worker)") else workers)
-    translator = Translator.load(model, device, "int8" if name == "mt int8" else None)
+    translator = Translator.load(model, device, "int8" if name.startswith("mt int8") else None)
+    if name.endswith("(processes)"):  # started before the clock, as CTranslate2's replicas are loaded
+        translator.start_processes(workers)
     translator.translate = functools.partial(translator.translate, workers=workers)
     return translator
 

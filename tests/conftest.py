@@ -123,3 +123,24 @@ def cli(command, *args, stdin=None, env=None):
         text=True,
         env={**os.environ, **(env or {})},
     )
+
+
+def children(pid: int) -> list[int]:
+    """Processes whose parent is `pid` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (one that init has not yet reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -169,12 +169,13 @@ def test_decode_bench_times_the_engines_asked_for_on_the_runs_test_set(run_dir, 
     engine is refused with the list of known ones."""
     out = tmp_path / "decode.json"
     script = str(Path("bench/decode.py").resolve())
-    result = run_bench(script, "--model", str(run_dir), "--engines", "mt,CTranslate2 int8", "--limit", "8", out=out)
+    engines = ("mt", "mt int8 (processes)", "CTranslate2 int8")
+    result = run_bench(script, "--model", str(run_dir), "--engines", ",".join(engines), "--limit", "8", out=out)
     assert result.returncode == 0, result.stderr
     data = json.loads(out.read_text())
     assert data["device"] == "cpu" and data["sentences"] == 8 and data["test"]["data_files"]["fr"].endswith("c.fr")
     rows = {(r["engine"], r["decoding"]): r for r in data["rows"]}
-    assert set(rows) == {(e, d) for e in ("mt", "CTranslate2 int8") for d in ("greedy", "beam5")}
+    assert set(rows) == {(e, d) for e in engines for d in ("greedy", "beam5")}
     assert all(rows["CTranslate2 int8", d]["vs_ctranslate2_int8"] == 1.0 for d in ("greedy", "beam5"))
     assert all(r["seconds"] > 0 and r["vs_ctranslate2_int8"] > 0 for r in rows.values())
 

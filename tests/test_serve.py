@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli
+from conftest import children, cli, running
 
 httpx = pytest.importorskip("httpx", reason="the dev extra is not installed (pip install -e '.[dev]')")
 pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'mt[serve]'); .ci/run installs it")
@@ -159,6 +159,25 @@ def test_sigterm_finishes_the_request_in_flight(run_dir):
     thread.join(timeout=60)
     assert answer["r"].status_code == 200 and len(answer["r"].json()["translations"]) == 60
     assert proc.wait(timeout=30) in (0, -signal.SIGTERM) and "Traceback" not in proc.stderr.read()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the decoding processes in Linux's /proc")
+def test_a_server_with_decoding_processes_answers_alike_and_stops_them(run_dir):
+    lines = ["le chat noir", "", "le chien blanc", "la femme rouge"]
+    expected = cli("mt.translate", "--model", str(run_dir), "--beam", "3", *lines).stdout.split("\n")[:-1]
+    proc, url = start_server(run_dir, "--processes", "2")
+    spawned = children(proc.pid)
+    assert len(spawned) >= 2  # the decoding processes, and multiprocessing's resource tracker
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(post(url, {"text": lines, "beam": 3}))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert [a.json()["translations"] for a in answers] == [expected] * 4
+    stop(proc)
+    time.sleep(1)
+    assert not [pid for pid in spawned if running(pid)]
 
 
 def test_bad_server_flags_are_a_one_line_error():

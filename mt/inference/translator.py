@@ -20,6 +20,7 @@ from mt.errors import UserError
 from mt.hardware import autocast, inference_precision, pick_device
 from mt.inference.decode_options import DecodeOptions
 from mt.inference.loading import DEFAULT_MODEL, load_models
+from mt.inference.processes import DecodingProcesses, ProcessDied
 from mt.inference.search import beam_search, greedy_or_sample, target_logprobs
 from mt.inference.workers import default_workers, map_batches
 
@@ -41,6 +42,8 @@ class Translator:
         self.model = self.models[0]
         self.max_src_tokens = min(m.max_len for m in self.models) - 1  # room for the source's <END>
         self.options = cfg.decode  # the recipe's decode section: the defaults
+        self.source: tuple | None = None  # (run dirs, quantize) as loaded: what worker processes load
+        self.processes: DecodingProcesses | None = None
 
     @classmethod
     def load(cls, run_dir=DEFAULT_MODEL, device: str = "cpu", quantize: str | None = None) -> Translator:
@@ -51,7 +54,25 @@ class Translator:
         heap.keep_freed_memory()
         device = pick_device(device)
         cfg, tokenizer, models = load_models(run_dir, device, quantize)
-        return cls(cfg, tokenizer, models, device)
+        translator = cls(cfg, tokenizer, models, device)
+        translator.source = (run_dir, quantize)
+        return translator
+
+    def start_processes(self, count: int | None = None) -> None:
+        """Decode from now on in `count` worker processes (default: one per intra-op thread), each
+        with its own copy of the model on one thread, instead of in threads of this process: no
+        turns at Python's lock, for a second or two of start and a model's memory per process
+        (mt/inference/processes.py). CPU only; `close` stops them."""
+        if self.device.type != "cpu" or self.source is None:
+            raise UserError(f"decoding processes are for a model loaded by Translator.load on a CPU, not {self.device}")
+        self.close()
+        self.processes = DecodingProcesses(*self.source, count or torch.get_num_threads())
+
+    def close(self) -> None:
+        """Stop the decoding processes, if any; decoding goes on in this process."""
+        if self.processes is not None:
+            self.processes.close()
+            self.processes = None
 
     def encode(self, sentences: list[str], warn_truncated: bool = True) -> list[list[int]]:
         """Subword ids of each sentence, cut to what the model can read (with a warning)."""
@@ -93,29 +114,43 @@ class Translator:
         any keyword named like an option (beam=1, temperature=0.8, ...). Returns one string per
         sentence, or with hypotheses=True each sentence's n_best Hypothesis objects, best first.
         Batches are decoded `workers` at a time (default on a CPU: one per intra-op thread; sampling
-        decodes one batch at a time, so that a seed gives the same samples: mt/inference/workers.py)."""
+        decodes one batch at a time, so that a seed gives the same samples: mt/inference/workers.py),
+        or after `start_processes` in those processes."""
         o = (options or self.options).replace(**changes)
         if batch_size <= 0:
             raise UserError(f"batch size must be positive, got {batch_size}")
         generator = torch.Generator(device=self.device).manual_seed(o.seed)
         found = [[Hypothesis("", 0.0, [])] for _ in sentences]  # empty in, empty out
         jobs = list(self.batches(self.encode(sentences, warn_truncated), batch_size))
-        if o.sampling:  # the batches draw from one generator in turn
-            workers = 1
-        elif workers is None:
-            workers = default_workers(self.device, len(jobs))
-        search = functools.partial(self._search, o, use_cache, generator)
-        for (rows, _), (ids, scores) in zip(
-            jobs, map_batches(search, [src for _, src in jobs], workers, cost=torch.numel)
-        ):
-            for i, outs, row_scores in zip(rows, ids, scores.tolist()):
+        decoded = self._decode([src for _, src in jobs], o, use_cache, generator, workers)
+        for (rows, _), (ids, scores) in zip(jobs, decoded):
+            for i, outs, row_scores in zip(rows, ids, scores):
                 found[i] = [
                     Hypothesis(self.tokenizer.decode(x), s, x, self.pieces(x)) for x, s in zip(outs, row_scores)
                 ]
         return found if hypotheses else [h[0].text for h in found]
 
-    def _search(self, o: DecodeOptions, use_cache: bool, generator, src: torch.Tensor):
-        """One batch's n-best ids and (B, N) scores."""
+    def _decode(self, batches: list[torch.Tensor], o: DecodeOptions, use_cache: bool, generator, workers):
+        """Each batch's (n-best ids, scores list): in the decoding processes where they run (not
+        for sampling, whose batches draw from one generator in turn), else on `workers` threads."""
+        if self.processes is not None and use_cache and not o.sampling:
+            try:
+                return self.processes.map(o, batches)
+            except ProcessDied:
+                self.close()  # the rest of this translator's work decodes here, on threads
+                raise
+        if o.sampling:
+            workers = 1
+        elif workers is None:
+            workers = default_workers(self.device, len(batches))
+        search = functools.partial(self.search_batch, o, use_cache=use_cache, generator=generator)
+        return [(ids, scores.tolist()) for ids, scores in map_batches(search, batches, workers, cost=torch.numel)]
+
+    def search_batch(self, o: DecodeOptions, src: torch.Tensor, use_cache: bool = True, generator=None):
+        """One batch's n-best ids and (B, N) scores: (B, S) padded source ids with <END>, as
+        `batches` makes them. `generator` is for sampling (default: a fresh one seeded by o.seed)."""
+        if generator is None:
+            generator = torch.Generator(device=self.device).manual_seed(o.seed)
         with autocast(self.device, inference_precision(self.device)):  # autocast is per thread: set it here
             if o.beam > 1:
                 return beam_search(self.models, src, o.beam, o.length_penalty, use_cache, o.max_len, o.n_best)

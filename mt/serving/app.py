@@ -50,6 +50,8 @@ def create_app(args: argparse.Namespace, limits: Limits = Limits()):
         yield
         if app.state.batcher:
             await app.state.batcher.stop()
+        if hasattr(app.state.translator, "close"):  # worker processes, if --processes started any
+            app.state.translator.close()
 
     app = fastapi.FastAPI(title="mt translation server", version=__version__, lifespan=lifespan)
 

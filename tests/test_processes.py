@@ -1,0 +1,155 @@
+"""Decoding in worker processes (mt/inference/processes.py, --processes): the outputs of worker
+threads, errors raised where they can be read, and nothing left running after an error, a dead
+process or Ctrl-C. Each test spawns processes that import PyTorch: a few seconds apiece."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import children, cli, running
+
+from mt.errors import UserError
+from mt.inference.decode_options import DecodeOptions
+from mt.inference.processes import DecodingProcesses, ProcessDied
+from mt.inference.translator import Translator
+
+SOURCES = ["le chat noir", "le chien blanc", "le homme rouge", "le petit enfant", "le femme noir", "un chat", ""]
+
+
+def scored(found):
+    return [[(h.ids, h.score) for h in n] for n in found]
+
+
+def test_processes_give_the_outputs_of_one_thread_workers(run_dir):
+    """A process decodes a batch on one thread, as a worker thread does when the threads are shared
+    out one each: the same hypotheses and scores to the last bit. Sampling stays in this process."""
+    translator = Translator.load(run_dir)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        options = [DecodeOptions(beam=1), DecodeOptions(beam=3, n_best=2)]
+        in_threads = [
+            scored(translator.translate(SOURCES, o, batch_size=2, workers=2, hypotheses=True)) for o in options
+        ]
+    finally:
+        torch.set_num_threads(threads)
+    sample = DecodeOptions(beam=1, temperature=1.0, seed=5)
+    drawn = translator.translate(SOURCES, sample, batch_size=2)
+    translator.start_processes(2)
+    processes = translator.processes.processes
+    try:
+        assert len(processes) == 2 and all(p.is_alive() for p in processes)
+        for o, expected in zip(options, in_threads):
+            assert scored(translator.translate(SOURCES, o, batch_size=2, hypotheses=True)) == expected
+        assert translator.translate(SOURCES, sample, batch_size=2) == drawn
+        assert translator.translate([]) == []
+    finally:
+        translator.close()
+    assert translator.processes is None and not any(p.is_alive() for p in processes)
+
+
+def test_a_failing_batch_raises_its_error_and_the_processes_go_on(run_dir):
+    pool = DecodingProcesses(run_dir, None, 2)
+    try:
+        good = torch.tensor([[5, 6, 3], [7, 3, 0]])
+        bad = torch.tensor([[10_000, 3]])  # no such token: the embedding fails in the process
+        options = DecodeOptions(beam=2)
+        with pytest.raises(RuntimeError, match="a decoding process failed: IndexError: index out of range"):
+            pool.map(options, [good] * 20 + [bad])
+        expected = pool.map(options, [good])[0]  # results of the abandoned call are not taken for these
+        assert pool.map(options, [good, good]) == [expected, expected]
+        assert all(p.is_alive() for p in pool.processes)
+    finally:
+        pool.close()
+
+
+def test_a_process_that_dies_is_reported_and_the_translator_goes_on_in_threads(run_dir):
+    translator = Translator.load(run_dir, quantize="int8")
+    expected = translator.translate(SOURCES, beam=2, batch_size=1)
+    translator.start_processes(2)
+    processes = translator.processes.processes
+    victim = processes[1]
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.join(10)
+    start = time.monotonic()
+    with pytest.raises(ProcessDied, match=r"decoding process mt-decode-1 died \(exit code -9\)"):
+        translator.translate(SOURCES * 100, beam=2, batch_size=1)
+    assert time.monotonic() - start < 30
+    assert translator.processes is None and not any(p.is_alive() for p in processes)
+    assert translator.translate(SOURCES, beam=2, batch_size=1) == expected
+
+
+PARENT = """
+import os, sys, time
+from mt.inference.processes import DecodingProcesses, ProcessDied
+pool = DecodingProcesses(sys.argv[1], None, 2)
+print(*(p.pid for p in pool.processes), flush=True)
+time.sleep(600)
+"""
+
+
+def test_processes_end_when_their_parent_is_killed(run_dir):
+    """SIGKILL gives the parent no chance to stop them: they notice it has gone, and end."""
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    pids = [int(pid) for pid in parent.stdout.readline().split()]
+    assert len(pids) == 2 and all(running(pid) for pid in pids)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(running(pid) for pid in pids)
+
+
+def test_a_model_the_processes_cannot_load_is_one_line_at_the_start(tmp_path):
+    with pytest.raises(UserError, match=f"a decoding process could not load the model: no trained model in {tmp_path}"):
+        DecodingProcesses(tmp_path, None, 1)
+
+
+def test_the_flag_is_checked_and_translates_like_threads(run_dir, tmp_path):
+    source = tmp_path / "in.fr"
+    source.write_text("\n".join(SOURCES * 5) + "\n")
+    args = ["--model", str(run_dir), "--input", str(source), "--batch-size", "4"]
+    threads, processes = cli("mt.translate", *args), cli("mt.translate", *args, "--processes", "2")
+    assert threads.returncode == processes.returncode == 0, processes.stderr
+    assert processes.stdout == threads.stdout and len(processes.stdout.splitlines()) == len(SOURCES) * 5
+    for flags, words in (
+        (["--processes", "-1"], "--processes must be 0 or more, got -1"),
+        (["--processes", "2", "--engine", "ctranslate2"], "--processes is for --engine mt"),
+    ):
+        bad = cli("mt.translate", *args, *flags)
+        assert bad.returncode == 2 and bad.stderr.strip().startswith(f"error: {words}"), bad.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the decoding processes in Linux's /proc")
+def test_ctrl_c_stops_the_command_and_its_processes(run_dir, tmp_path):
+    """Ctrl-C reaches the command and its processes alike (the terminal's process group): the
+    processes ignore it, the command stops its call and exits 130 with one line, and nothing is
+    left running."""
+    source = tmp_path / "long.fr"
+    source.write_text("\n".join(SOURCES[:-1] * 40_000) + "\n")
+    command = [sys.executable, "-m", "mt.translate", "--model", str(run_dir), "--input", str(source)]
+    proc = subprocess.Popen(
+        [*command, "--processes", "2", "--output", str(tmp_path / "out.en")],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while len(children(proc.pid)) < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)  # two decoding processes and multiprocessing's resource tracker
+    spawned = children(proc.pid)
+    assert len(spawned) >= 3, f"the decoding processes never started: {proc.poll()}"
+    time.sleep(2)  # loading the model, or decoding: either way Ctrl-C must end it all
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and stderr.strip().splitlines()[-1] == "interrupted", stderr[-2000:]
+    assert "Traceback" not in stderr, stderr[-2000:]
+    time.sleep(1)
+    assert not [pid for pid in spawned if running(pid)]
+    assert not (tmp_path / "out.en").exists()  # nothing half-written
