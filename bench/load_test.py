@@ -4,6 +4,7 @@ decoding the same sentences as one file, in the same run.
 
     python bench/load_test.py --model runs/fr_en                      # 1, 8 and 32 clients, beam 5
     python bench/load_test.py --model runs/fr_en --greedy --clients 1 8
+    python bench/load_test.py --model runs/fr_en --server-args "--quantize int8 --processes 2"
 
 Bounded: each level sends the sentences once and stops at --time-limit seconds. Writes
 bench/results/load_test.json. Needs the serve extra and the corpus (downloaded, or MT_DATA_MIRROR).
@@ -11,6 +12,7 @@ bench/results/load_test.json. Needs the serve extra and the corpus (downloaded, 
 
 import argparse
 import json
+import shlex
 import signal
 import socket
 import statistics
@@ -29,12 +31,12 @@ from mt.inference.decode_options import DecodeOptions
 from mt.inference.translator import Translator
 
 
-def start_server(model: str) -> tuple[subprocess.Popen, str]:
+def start_server(model: str, flags: list[str]) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mt.serve", "--model", model, "--port", str(port)],
+        [sys.executable, "-m", "mt.serve", "--model", model, "--port", str(port), *flags],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -94,6 +96,7 @@ def main():
     p.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     p.add_argument("--greedy", action="store_true", help="beam 1 instead of the recipe's beam")
     p.add_argument("--time-limit", type=float, default=300, help="seconds per level at most")
+    p.add_argument("--server-args", default="", help="more flags for mt.serve, e.g. '--quantize int8 --processes 2'")
     args = p.parse_args()
     translator = Translator.load(args.model)
     beam = 1 if args.greedy else translator.options.beam
@@ -103,14 +106,15 @@ def main():
     translator.translate(sentences, DecodeOptions(beam=beam, length_penalty=translator.options.length_penalty))
     file_seconds = time.perf_counter() - start
     del translator
-    proc, url = start_server(args.model)
+    proc, url = start_server(args.model, shlex.split(args.server_args))
     try:
         rows = [load(url, sentences, n, beam, args.time_limit) for n in args.clients]
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     print(
-        f"{len(sentences)} sentences of {args.test}, beam {beam}, one sentence per request; "
+        f"{len(sentences)} sentences of {args.test}, beam {beam}, one sentence per request, "
+        f"mt.serve {args.server_args or '(defaults)'}; "
         f"{describe(torch.device('cpu'))}"
     )
     print(
@@ -132,6 +136,7 @@ def main():
                 "model": args.model,
                 "test": args.test,
                 "beam": beam,
+                "server_args": args.server_args,
                 "sentences": len(sentences),
                 "cpu": describe(torch.device("cpu")),
                 "file_seconds": round(file_seconds, 2),

@@ -111,6 +111,30 @@ def test_a_model_the_processes_cannot_load_is_one_line_at_the_start(tmp_path):
         DecodingProcesses(tmp_path, None, 1)
 
 
+UNGUARDED = """
+import sys
+from mt.inference.translator import Translator
+Translator.load(sys.argv[1]).start_processes(1)
+"""
+
+
+def test_a_script_without_the_main_guard_is_told_what_to_add(run_dir, tmp_path):
+    """A spawned process imports the script that started it; unguarded, that script would start
+    processes again from there. The process dies, and the error says why."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED)
+    result = subprocess.run([sys.executable, str(script), str(run_dir)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "while starting (its error is above). A script that starts decoding processes must do so under "
+            '`if __name__ == "__main__":`'
+        )
+    ), result.stderr[-2000:]
+
+
 def test_the_flag_is_checked_and_translates_like_threads(run_dir, tmp_path):
     source = tmp_path / "in.fr"
     source.write_text("\n".join(SOURCES * 5) + "\n")

@@ -24,6 +24,11 @@ from mt.errors import UserError
 POLL_SECONDS = 0.5  # how often a wait checks that the other side is still alive
 
 
+# What a spawned process most often dies of at its start: it imports the script that started it,
+# and a script without this guard starts processes again from there.
+GUARD = 'A script that starts decoding processes must do so under `if __name__ == "__main__":`'
+
+
 class ProcessDied(RuntimeError):
     """A decoding process ended while it had work: out of memory, or killed."""
 
@@ -135,23 +140,26 @@ class DecodingProcesses:
             try:
                 result = self._results.get(timeout=POLL_SECONDS)
             except queue.Empty:
-                self._check_alive()
+                self._check_alive(starting=call is None)
                 continue
             if result[0] == call:
                 return result
 
-    def _check_alive(self) -> None:
+    def _check_alive(self, starting: bool = False) -> None:
         dead = [p for p in self.processes if not p.is_alive()]
-        if dead:
-            raise ProcessDied(
-                f"decoding process {dead[0].name} died (exit code {dead[0].exitcode}); out of memory, or killed?"
-            )
+        if not dead:
+            return
+        what = f"decoding process {dead[0].name} died (exit code {dead[0].exitcode})"
+        if starting:
+            raise UserError(f"{what} while starting (its error is above). {GUARD}")
+        raise ProcessDied(f"{what}; out of memory, or killed?")
 
     def close(self) -> None:
         """Stop the processes at once (they ignore SIGTERM; work they hold is abandoned)."""
-        for process in self.processes:
+        started = [p for p in self.processes if p.pid is not None]
+        for process in started:
             process.kill()
-        for process in self.processes:
+        for process in started:
             process.join()
         if self.processes:
             self._tasks.close()

@@ -131,9 +131,11 @@ class Translator:
         return found if hypotheses else [h[0].text for h in found]
 
     def _decode(self, batches: list[torch.Tensor], o: DecodeOptions, use_cache: bool, generator, workers):
-        """Each batch's (n-best ids, scores list): in the decoding processes where they run (not
-        for sampling, whose batches draw from one generator in turn), else on `workers` threads."""
-        if self.processes is not None and use_cache and not o.sampling:
+        """Each batch's (n-best ids, scores list): in the decoding processes where they run and
+        there are several batches (not for sampling, whose batches draw from one generator in
+        turn), else on `workers` threads. A single batch stays here, where it gets every thread,
+        as it does without processes: the outputs are the same either way."""
+        if self.processes is not None and use_cache and not o.sampling and len(batches) > 1:
             try:
                 return self.processes.map(o, batches)
             except ProcessDied:
