@@ -1,13 +1,17 @@
 """Decoding in worker processes (mt/inference/processes.py, --processes): the outputs of worker
-threads, errors raised where they can be read, and nothing left running after an error, a dead
-process or Ctrl-C. Each test spawns processes that import PyTorch: a few seconds apiece."""
+threads, errors raised where they can be read, nothing left running after an error, a dead process
+or Ctrl-C, and a server's batches decoded side by side. Each test that spawns processes waits for
+them to import PyTorch: a few seconds apiece."""
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -177,3 +181,36 @@ def test_ctrl_c_stops_the_command_and_its_processes(run_dir, tmp_path):
     time.sleep(1)
     assert not [pid for pid in spawned if running(pid)]
     assert not (tmp_path / "out.en").exists()  # nothing half-written
+
+
+class SideBySide:
+    """A translator with two decoding processes whose calls each wait for another call to arrive:
+    decoded one at a time, the first would wait until the barrier gives up."""
+
+    def __init__(self, concurrency: int, timeout: float):
+        self.processes = SimpleNamespace(workers=[None] * concurrency)
+        self.tokenizer = SimpleNamespace(encode_batch=lambda sentences: [[1, 2] for _ in sentences])
+        self.barrier = threading.Barrier(2, timeout=timeout)
+
+    def translate(self, sentences, options, batch_size, hypotheses):
+        self.barrier.wait()
+        return [[s.upper()] for s in sentences]
+
+
+def test_the_server_batches_decode_side_by_side_with_processes():
+    from mt.serving.request_batcher import Batcher
+
+    async def two_requests(translator):
+        batcher = Batcher(translator, max_wait_ms=0)
+        batcher.start()
+        try:
+            first = asyncio.ensure_future(batcher.translate(["un"], DecodeOptions(beam=1)))
+            await asyncio.sleep(0.2)  # the first is gathered and decoding before the second arrives
+            second = asyncio.ensure_future(batcher.translate(["deux"], DecodeOptions(beam=2)))
+            return await asyncio.gather(first, second, return_exceptions=True)
+        finally:
+            await batcher.stop()
+
+    assert asyncio.run(two_requests(SideBySide(2, timeout=20))) == [[["UN"]], [["DEUX"]]]
+    one_at_a_time = asyncio.run(two_requests(SideBySide(1, timeout=1)))  # the first waits in vain
+    assert all(isinstance(answer, threading.BrokenBarrierError) for answer in one_at_a_time)

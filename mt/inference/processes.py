@@ -3,9 +3,13 @@
 Two decoding threads of one process (mt/inference/workers.py) take turns at Python's lock between
 the hundreds of small operations of every step; two processes, each with a copy of the model, do
 not (docs/results.md, "Decoding in worker processes"). A process costs its start (importing PyTorch
-and loading the model: one to two seconds) and its own memory, so they pay where they live long: a
+and loading the model: about two seconds) and its own memory, so they pay where they live long: a
 server, a long input file, a benchmark timed after loading. Each process decodes a batch exactly as
 a one-thread worker would, so the outputs are those of `Translator.translate` with workers.
+
+Each process has a pipe of its own and takes one batch at a time. A call borrows the processes
+that are free (at least one, waiting for it if need be), so that calls from several threads, such
+as a server's, decode side by side.
 """
 
 from __future__ import annotations
@@ -16,13 +20,11 @@ import queue
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 
 import torch
 
 from mt.errors import UserError
-
-POLL_SECONDS = 0.5  # how often a wait checks that the other side is still alive
-
 
 # What a spawned process most often dies of at its start: it imports the script that started it,
 # and a script without this guard starts processes again from there.
@@ -33,37 +35,32 @@ class ProcessDied(RuntimeError):
     """A decoding process ended while it had work: out of memory, or killed."""
 
 
-def _decode_forever(run_dirs, quantize: str | None, tasks, results, current) -> None:
-    """A worker process: load the model, say so, then decode (call, index, options, ids) tasks
-    until the parent stops it or is gone; a task of an abandoned call (not current.value) is skipped."""
+def _decode_forever(run_dirs, quantize: str | None, pipe) -> None:
+    """A worker process: load the model, say so, then answer each (options, ids) batch with its
+    result, until the parent stops it or is gone (its end of the pipe closes)."""
     # Ctrl-C, or a service manager's SIGTERM to the whole group, is the parent's to handle: it
     # finishes or abandons its work and then kills these processes (close).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     torch.set_num_threads(1)
     try:
-        from mt.inference.translator import Translator
+        try:
+            from mt.inference.translator import Translator
 
-        translator = Translator.load(run_dirs, "cpu", quantize)
-    except BaseException as e:  # noqa: BLE001 - any failure to load is the parent's to report
-        results.put((None, None, _failure(e)))
-        return
-    results.put((None, None, None))
-    parent = multiprocessing.parent_process()
-    while True:
-        try:
-            call, index, options, ids = tasks.get(timeout=POLL_SECONDS)
-        except queue.Empty:
-            if not parent.is_alive():  # killed without a chance to stop us
-                return
-            continue
-        if call != current.value:
-            continue
-        try:
-            outs, scores = translator.search_batch(options, torch.tensor(ids))
-            results.put((call, index, (outs, scores.tolist())))
-        except Exception as e:  # noqa: BLE001 - the parent raises it
-            results.put((call, index, _failure(e)))
+            translator = Translator.load(run_dirs, "cpu", quantize)
+        except BaseException as e:  # noqa: BLE001 - any failure to load is the parent's to report
+            pipe.send(_failure(e))
+            return
+        pipe.send(None)
+        while True:
+            options, ids = pipe.recv()
+            try:
+                outs, scores = translator.search_batch(options, torch.tensor(ids))
+                pipe.send((outs, scores.tolist()))
+            except Exception as e:  # noqa: BLE001 - the parent raises it
+                pipe.send(_failure(e))
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        return  # the parent has gone
 
 
 @dataclass(frozen=True)
@@ -82,87 +79,126 @@ def _failure(e: BaseException) -> _Failure:
     return _Failure(str(e) if user_error else f"{type(e).__name__}: {e}", user_error)
 
 
+class _Worker:
+    """One process and the parent's end of its pipe; `pending` results are owed to an abandoned
+    call, and read and dropped before the next call uses the process."""
+
+    def __init__(self, context, run_dirs, quantize: str | None, name: str):
+        self.pipe, their_end = context.Pipe()
+        self.process = context.Process(
+            target=_decode_forever, args=(run_dirs, quantize, their_end), name=name, daemon=True
+        )
+        self.process.start()
+        their_end.close()  # theirs alone: when they die, the parent reads EOF instead of waiting
+        self.pending = 0
+
+    def send(self, task) -> None:
+        try:
+            self.pipe.send(task)
+        except (BrokenPipeError, ConnectionResetError):
+            raise self._died() from None
+        self.pending += 1
+
+    def receive(self, starting: bool = False):
+        """The process's next message; an error if it dies first."""
+        wait([self.pipe, self.process.sentinel])
+        try:
+            message = self.pipe.recv()
+        except (EOFError, ConnectionResetError):
+            raise self._died(starting) from None
+        if not starting:
+            self.pending -= 1
+        return message
+
+    def _died(self, starting: bool = False) -> Exception:
+        self.process.join()
+        what = f"decoding process {self.process.name} died (exit code {self.process.exitcode})"
+        if starting:
+            return UserError(f"{what} while starting (its error is above). {GUARD}")
+        return ProcessDied(f"{what}; out of memory, or killed?")
+
+
 class DecodingProcesses:
     """`count` spawned processes, each holding the model(s) of `run_dirs` on one thread."""
 
     def __init__(self, run_dirs, quantize: str | None, count: int):
         context = multiprocessing.get_context("spawn")  # forking a process that has run PyTorch is unsafe
-        self._tasks, self._results = context.Queue(), context.Queue()
-        self._tasks.cancel_join_thread()  # at exit, never wait to hand tasks to processes that are gone
-        self._current = context.Value("l", 0)
-        self.processes = [
-            context.Process(
-                target=_decode_forever,
-                args=(run_dirs, quantize, self._tasks, self._results, self._current),
-                name=f"mt-decode-{i}",
-                daemon=True,
-            )
-            for i in range(count)
-        ]
+        self._free: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+        self.workers: list[_Worker] = []
         atexit.register(self.close)  # before multiprocessing's own exit handler, which would wait on them
-        for process in self.processes:
-            process.start()
         try:
-            for _ in self.processes:
-                _, _, failure = self._next_result()
+            for i in range(count):  # one by one: close() then stops those that started before an error
+                self.workers.append(_Worker(context, run_dirs, quantize, f"mt-decode-{i}"))
+            for worker in self.workers:
+                failure = worker.receive(starting=True)
                 if failure is not None:
                     failure.throw("a decoding process could not load the model")
+                self._free.put(worker)
         except BaseException:
             self.close()
             raise
 
+    @property
+    def processes(self) -> list:
+        return [w.process for w in self.workers]
+
     def map(self, options, batches: Sequence[torch.Tensor]) -> list:
-        """Each batch's (n-best ids, scores list), in order; the costliest batches go first, so
-        that the processes finish together. An error or Ctrl-C abandons the batches not yet started."""
-        with self._current.get_lock():
-            self._current.value += 1
-            call = self._current.value
+        """Each batch's (n-best ids, scores list), in order, from the processes free now (at least
+        one): the costliest batches first, so that they finish together. An error or Ctrl-C
+        abandons the batches not yet sent."""
+        borrowed = self._borrow(len(batches))
         try:
-            self._check_alive()
-            for i in sorted(range(len(batches)), key=lambda i: -batches[i].numel()):
-                self._tasks.put((call, i, options, batches[i].tolist()))
-            found: list = [None] * len(batches)
-            for _ in batches:
-                _, index, value = self._next_result(call)
-                if isinstance(value, _Failure):
-                    value.throw("a decoding process failed")
-                found[index] = value
-            return found
-        except BaseException:
-            with self._current.get_lock():
-                self._current.value += 1  # the processes skip what is left of this call
-            raise
+            return self._decode(borrowed, options, batches)
+        finally:
+            for worker in borrowed:
+                self._free.put(worker)
 
-    def _next_result(self, call: int | None = None) -> tuple:
-        """The next result of `call` (None: a process's start), discarding those of abandoned
-        calls; an error if a process has died meanwhile, instead of waiting for ever."""
-        while True:
+    def _borrow(self, wanted: int) -> list[_Worker]:
+        borrowed = [self._free.get()]
+        while len(borrowed) < wanted:
             try:
-                result = self._results.get(timeout=POLL_SECONDS)
+                borrowed.append(self._free.get_nowait())
             except queue.Empty:
-                self._check_alive(starting=call is None)
-                continue
-            if result[0] == call:
-                return result
+                break
+        try:
+            for worker in borrowed:
+                while worker.pending:  # a batch of an abandoned call: its result is dropped
+                    worker.receive()
+        except BaseException:
+            for worker in borrowed:
+                self._free.put(worker)
+            raise
+        return borrowed
 
-    def _check_alive(self, starting: bool = False) -> None:
-        dead = [p for p in self.processes if not p.is_alive()]
-        if not dead:
-            return
-        what = f"decoding process {dead[0].name} died (exit code {dead[0].exitcode})"
-        if starting:
-            raise UserError(f"{what} while starting (its error is above). {GUARD}")
-        raise ProcessDied(f"{what}; out of memory, or killed?")
+    def _decode(self, borrowed: list[_Worker], options, batches: Sequence[torch.Tensor]) -> list:
+        todo = sorted(range(len(batches)), key=lambda i: -batches[i].numel())[::-1]  # pop() takes the costliest
+        found: list = [None] * len(batches)
+        doing: dict[int, int] = {}  # worker index in `borrowed` -> batch index
+
+        def give(w: int) -> None:
+            if todo:
+                doing[w] = todo.pop()
+                borrowed[w].send((options, batches[doing[w]].tolist()))
+
+        for w in range(len(borrowed)):
+            give(w)
+        while doing:
+            ready = wait([borrowed[w].pipe for w in doing] + [borrowed[w].process.sentinel for w in doing])
+            for w in [w for w in list(doing) if borrowed[w].pipe in ready or borrowed[w].process.sentinel in ready]:
+                result = borrowed[w].receive()
+                if isinstance(result, _Failure):
+                    result.throw("a decoding process failed")
+                found[doing.pop(w)] = result
+                give(w)
+        return found
 
     def close(self) -> None:
         """Stop the processes at once (they ignore SIGTERM; work they hold is abandoned)."""
-        started = [p for p in self.processes if p.pid is not None]
-        for process in started:
-            process.kill()
-        for process in started:
-            process.join()
-        if self.processes:
-            self._tasks.close()
-            self._results.close()
-        self.processes = []
+        started = [w for w in self.workers if w.process.pid is not None]
+        for worker in started:
+            worker.process.kill()
+        for worker in started:
+            worker.process.join()
+            worker.pipe.close()
+        self.workers = []
         atexit.unregister(self.close)

@@ -131,11 +131,11 @@ class Translator:
         return found if hypotheses else [h[0].text for h in found]
 
     def _decode(self, batches: list[torch.Tensor], o: DecodeOptions, use_cache: bool, generator, workers):
-        """Each batch's (n-best ids, scores list): in the decoding processes where they run and
-        there are several batches (not for sampling, whose batches draw from one generator in
-        turn), else on `workers` threads. A single batch stays here, where it gets every thread,
-        as it does without processes: the outputs are the same either way."""
-        if self.processes is not None and use_cache and not o.sampling and len(batches) > 1:
+        """Each batch's (n-best ids, scores list): in the decoding processes where they run (not
+        for sampling, whose batches draw from one generator in turn), else on `workers` threads.
+        Even a single batch goes to a process: this one is left to the caller (a server's requests,
+        its event loop), and a server's calls from several threads then decode side by side."""
+        if self.processes is not None and use_cache and not o.sampling:
             try:
                 return self.processes.map(o, batches)
             except ProcessDied:

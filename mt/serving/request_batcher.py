@@ -1,5 +1,6 @@
 """Dynamic batching for the server: requests that arrive within a few milliseconds of each other are
-decoded together, up to a token budget, on one worker thread.
+decoded together, up to a token budget, on one worker thread; with decoding processes
+(`--processes N`) up to N such batches decode side by side, each gathered while the others decode.
 
 Only requests with the same decoding options share a batch, and a sampling request never shares
 one (its seed would otherwise depend on its neighbours), so no request's options reach another's.
@@ -38,9 +39,13 @@ class Batcher:
             batch_size,
         )
         self.queue: asyncio.Queue[Job] = asyncio.Queue()
-        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
+        processes = getattr(translator, "processes", None)
+        self.concurrency = len(processes.workers) if processes else 1  # batches decoding at once
+        self.executor = concurrent.futures.ThreadPoolExecutor(self.concurrency, thread_name_prefix="decode")
         self.requests = self.batches = 0  # counts for /info: batches < requests when requests were merged
         self._worker: asyncio.Task | None = None
+        self._slots = asyncio.Semaphore(self.concurrency)
+        self._decoding: set[asyncio.Task] = set()
 
     def start(self) -> None:
         self._worker = asyncio.get_running_loop().create_task(self._run())
@@ -48,6 +53,7 @@ class Batcher:
     async def stop(self) -> None:
         if self._worker:
             self._worker.cancel()
+        await asyncio.gather(*self._decoding, return_exceptions=True)
         self.executor.shutdown(wait=True)
 
     async def translate(self, sentences: list[str], options: DecodeOptions):
@@ -75,28 +81,45 @@ class Batcher:
         return jobs
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
+        """Gather a batch once a slot is free (one slot: after the last batch has decoded, taking at
+        once whatever queued meanwhile), and decode it in a task of its own."""
         while True:
+            await self._slots.acquire()
+            try:
+                jobs = await self._gather()
+            except BaseException:
+                self._slots.release()
+                raise
+            task = asyncio.get_running_loop().create_task(self._decode_jobs(jobs))
+            self._decoding.add(task)
+            task.add_done_callback(self._decoding.discard)
+
+    async def _decode_jobs(self, jobs: list[Job]) -> None:
+        """Decode gathered jobs, those with equal options together, and answer each; then free the slot."""
+        loop = asyncio.get_running_loop()
+        try:
             groups: dict = defaultdict(list)
-            for job in await self._gather():
+            for job in jobs:
                 if not job.future.done():  # a client that went away is simply skipped
                     groups[job.group].append(job)
-            for jobs in groups.values():
-                sentences = [s for job in jobs for s in job.sentences]
+            for group in groups.values():
+                sentences = [s for job in group for s in job.sentences]
                 try:
-                    found = await loop.run_in_executor(self.executor, self._decode, sentences, jobs[0].options)
+                    found = await loop.run_in_executor(self.executor, self._decode, sentences, group[0].options)
                 except Exception as e:  # noqa: BLE001 - handed to the requests that asked
-                    for job in jobs:
+                    for job in group:
                         if not job.future.done():
                             job.future.set_exception(e)
                     continue
                 self.batches += 1
-                self.requests += len(jobs)
+                self.requests += len(group)
                 start = 0
-                for job in jobs:
+                for job in group:
                     if not job.future.done():
                         job.future.set_result(found[start : start + len(job.sentences)])
                     start += len(job.sentences)
+        finally:
+            self._slots.release()
 
     def _decode(self, sentences: list[str], options: DecodeOptions):
         return self.translator.translate(sentences, options, batch_size=self.batch_size, hypotheses=True)
