@@ -58,18 +58,27 @@ def test_processes_give_the_outputs_of_one_thread_workers(run_dir):
 
 
 def test_a_failing_batch_raises_its_error_and_the_processes_go_on(run_dir):
+    """The failing batch is the costliest, so it goes first and the other process still holds a
+    batch when the error comes: the next call must not take that batch's result for its own."""
+    options = DecodeOptions(beam=2)
+    good, other = torch.tensor([[5, 6, 3], [7, 3, 0]]), torch.tensor([[8, 3]])
+    bad = torch.tensor([[10_000, 5, 6, 7, 3], [5, 3, 0, 0, 0]])  # no such token: the embedding fails
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ids, scores = Translator.load(run_dir).search_batch(options, other)
+    finally:
+        torch.set_num_threads(threads)
     pool = DecodingProcesses(run_dir, None, 2)
     try:
-        good = torch.tensor([[5, 6, 3], [7, 3, 0]])
-        bad = torch.tensor([[10_000, 3]])  # no such token: the embedding fails in the process
-        options = DecodeOptions(beam=2)
         with pytest.raises(RuntimeError, match="a decoding process failed: IndexError: index out of range"):
             pool.map(options, [good] * 20 + [bad])
-        expected = pool.map(options, [good])[0]  # results of the abandoned call are not taken for these
-        assert pool.map(options, [good, good]) == [expected, expected]
-        assert all(p.is_alive() for p in pool.processes)
+        assert pool.map(options, [other, other]) == [(ids, scores.tolist())] * 2
+        assert all(p.is_alive() for p in pool.processes) and pool.map(options, []) == []
     finally:
         pool.close()
+    with pytest.raises(ProcessDied, match="the decoding processes were stopped"):
+        pool.map(options, [good])
 
 
 def test_a_process_that_dies_is_reported_and_the_translator_goes_on_in_threads(run_dir):

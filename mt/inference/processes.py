@@ -31,6 +31,9 @@ from mt.errors import UserError
 GUARD = 'A script that starts decoding processes must do so under `if __name__ == "__main__":`'
 
 
+POLL_SECONDS = 0.5  # how often a call waiting for a free process checks that they still run
+
+
 class ProcessDied(RuntimeError):
     """A decoding process ended while it had work: out of memory, or killed."""
 
@@ -146,6 +149,8 @@ class DecodingProcesses:
         """Each batch's (n-best ids, scores list), in order, from the processes free now (at least
         one): the costliest batches first, so that they finish together. An error or Ctrl-C
         abandons the batches not yet sent."""
+        if not batches:
+            return []
         borrowed = self._borrow(len(batches))
         try:
             return self._decode(borrowed, options, batches)
@@ -154,7 +159,14 @@ class DecodingProcesses:
                 self._free.put(worker)
 
     def _borrow(self, wanted: int) -> list[_Worker]:
-        borrowed = [self._free.get()]
+        borrowed = []
+        while not borrowed:  # wait for a free process, unless the processes are stopped meanwhile
+            if not self.workers:
+                raise ProcessDied("the decoding processes were stopped")
+            try:
+                borrowed.append(self._free.get(timeout=POLL_SECONDS))
+            except queue.Empty:
+                continue
         while len(borrowed) < wanted:
             try:
                 borrowed.append(self._free.get_nowait())
