@@ -26,12 +26,11 @@ import torch
 
 from mt.errors import UserError
 
+POLL_SECONDS = 0.5  # how often a call waiting for a free process checks that they still run
+
 # What a spawned process most often dies of at its start: it imports the script that started it,
 # and a script without this guard starts processes again from there.
 GUARD = 'A script that starts decoding processes must do so under `if __name__ == "__main__":`'
-
-
-POLL_SECONDS = 0.5  # how often a call waiting for a free process checks that they still run
 
 
 class ProcessDied(RuntimeError):
@@ -196,7 +195,9 @@ class DecodingProcesses:
             give(w)
         while doing:
             ready = wait([borrowed[w].pipe for w in doing] + [borrowed[w].process.sentinel for w in doing])
-            for w in [w for w in list(doing) if borrowed[w].pipe in ready or borrowed[w].process.sentinel in ready]:
+            for w in list(doing):
+                if borrowed[w].pipe not in ready and borrowed[w].process.sentinel not in ready:
+                    continue
                 result = borrowed[w].receive()
                 if isinstance(result, _Failure):
                     result.throw("a decoding process failed")

@@ -63,8 +63,10 @@ class Translator:
         with its own copy of the model on one thread, instead of in threads of this process: no
         turns at Python's lock, for a second or two of start and a model's memory per process
         (mt/inference/processes.py). CPU only; `close` stops them."""
-        if self.device.type != "cpu" or self.source is None:
-            raise UserError(f"decoding processes are for a model loaded by Translator.load on a CPU, not {self.device}")
+        if self.device.type != "cpu":
+            raise UserError(f"decoding processes are for a CPU, not {self.device}")
+        if self.source is None:
+            raise UserError("decoding processes load the model themselves: use a Translator made by Translator.load")
         self.close()
         self.processes = DecodingProcesses(*self.source, count or torch.get_num_threads())
 
