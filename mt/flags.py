@@ -36,7 +36,7 @@ def add_model_args(p: argparse.ArgumentParser, engines: bool = True) -> None:
             default=0,
             metavar="N",
             help="decode in N worker processes, each with a copy of the model on one thread (CPU, --engine mt): "
-            "faster than threads once started (a second or two), for long inputs and servers; 0: threads (default)",
+            "no turns at Python's lock once started (about 2 s), for long work and busy servers; 0: threads (default)",
         )
 
 
