@@ -164,10 +164,19 @@ def test_the_flag_is_checked_and_translates_like_threads(run_dir, tmp_path):
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the decoding processes in Linux's /proc")
-def test_ctrl_c_stops_the_command_and_its_processes(run_dir, tmp_path):
+def loading_pytorch(pid: int) -> bool:
+    """PyTorch's library is mapped into the process: it is importing PyTorch, or has imported it."""
+    try:
+        return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("after", [None, 3.0], ids=["while-they-import-pytorch", "later"])
+def test_ctrl_c_stops_the_command_and_its_processes(run_dir, tmp_path, after):
     """Ctrl-C reaches the command and its processes alike (the terminal's process group): the
-    processes ignore it, the command stops its call and exits 130 with one line, and nothing is
-    left running."""
+    processes ignore it, even while they import PyTorch, the command stops its call and exits 130
+    with one line, and nothing is left running."""
     source = tmp_path / "long.fr"
     source.write_text("\n".join(SOURCES[:-1] * 40_000) + "\n")
     command = [sys.executable, "-m", "mt.translate", "--model", str(run_dir), "--input", str(source)]
@@ -182,7 +191,11 @@ def test_ctrl_c_stops_the_command_and_its_processes(run_dir, tmp_path):
         time.sleep(0.1)  # two decoding processes and multiprocessing's resource tracker
     spawned = children(proc.pid)
     assert len(spawned) >= 3, f"the decoding processes never started: {proc.poll()}"
-    time.sleep(2)  # loading the model, or decoding: either way Ctrl-C must end it all
+    if after is None:  # the first moment PyTorch is being loaded in one of them, long before it is ready
+        while not any(loading_pytorch(pid) for pid in spawned) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    else:
+        time.sleep(after)
     os.killpg(proc.pid, signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and stderr.strip().splitlines()[-1] == "interrupted", stderr[-2000:]

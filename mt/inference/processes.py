@@ -15,6 +15,7 @@ as a server's, decode side by side.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import multiprocessing
 import queue
 import signal
@@ -33,6 +34,26 @@ POLL_SECONDS = 0.5  # how often a call waiting for a free process checks that th
 GUARD = 'A script that starts decoding processes must do so under `if __name__ == "__main__":`'
 
 
+# Ctrl-C, and a service manager's SIGTERM to the whole group, are the parent's to handle: it
+# finishes or abandons its work and then kills the processes (close).
+STOPPING = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def _stopping_held_back():
+    """SIGINT and SIGTERM held back in this thread while it starts a process, which inherits the
+    hold: so the process cannot be interrupted while it imports PyTorch, before it has set them
+    aside (as multiprocessing starts its resource tracker). Where there are no signal masks, nothing."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 class ProcessDied(RuntimeError):
     """A decoding process ended while it had work: out of memory, or killed."""
 
@@ -40,10 +61,10 @@ class ProcessDied(RuntimeError):
 def _decode_forever(run_dirs, quantize: str | None, pipe) -> None:
     """A worker process: load the model, say so, then answer each (options, ids) batch with its
     result, until the parent stops it or is gone (its end of the pipe closes)."""
-    # Ctrl-C, or a service manager's SIGTERM to the whole group, is the parent's to handle: it
-    # finishes or abandons its work and then kills these processes (close).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for stopping in STOPPING:  # the parent's to handle (STOPPING), held back since the start
+        signal.signal(stopping, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)  # any that came meanwhile are dropped
     torch.set_num_threads(1)
     try:
         try:
@@ -86,13 +107,16 @@ class _Worker:
     call, and read and dropped before the next call uses the process."""
 
     def __init__(self, context, run_dirs, quantize: str | None, name: str):
-        self.pipe, their_end = context.Pipe()
+        self.pipe, self._their_end = context.Pipe()
         self.process = context.Process(
-            target=_decode_forever, args=(run_dirs, quantize, their_end), name=name, daemon=True
+            target=_decode_forever, args=(run_dirs, quantize, self._their_end), name=name, daemon=True
         )
-        self.process.start()
-        their_end.close()  # theirs alone: when they die, the parent reads EOF instead of waiting
         self.pending = 0
+
+    def start(self) -> None:
+        with _stopping_held_back():  # a Ctrl-C meanwhile comes after, when close() knows this process
+            self.process.start()
+        self._their_end.close()  # theirs alone: when they die, the parent reads EOF instead of waiting
 
     def send(self, task) -> None:
         try:
@@ -129,8 +153,9 @@ class DecodingProcesses:
         self.workers: list[_Worker] = []
         atexit.register(self.close)  # before multiprocessing's own exit handler, which would wait on them
         try:
-            for i in range(count):  # one by one: close() then stops those that started before an error
+            for i in range(count):  # each known before it starts: close() stops whatever started
                 self.workers.append(_Worker(context, run_dirs, quantize, f"mt-decode-{i}"))
+                self.workers[-1].start()
             for worker in self.workers:
                 failure = worker.receive(starting=True)
                 if failure is not None:
