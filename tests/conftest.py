@@ -125,17 +125,22 @@ def cli(command, *args, stdin=None, env=None):
     )
 
 
+def process_children() -> dict[int, list[int]]:
+    """Every running process's children, by parent pid (Linux /proc); one that ends meanwhile is skipped."""
+    found: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            found.setdefault(parent, []).append(int(entry.name))
+    return found
+
+
 def children(pid: int) -> list[int]:
     """Processes whose parent is `pid` (Linux /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text()
-        except (OSError, ValueError):
-            continue
-        if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
+    return process_children().get(pid, [])
 
 
 def running(pid: int) -> bool:

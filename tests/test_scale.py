@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from conftest import process_children
 
 PAIRS = 1_000_000
 BOUND_MB = 1000
@@ -65,14 +66,7 @@ def write_synthetic_corpus(path: Path, n: int) -> None:
 
 def proportional_anon_mb(root: int) -> int:
     """Pss_Anon of a process and all its descendants, in MB."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
+    children = process_children()
     total, todo = 0, [root]
     while todo:
         pid = todo.pop()
