@@ -19,7 +19,8 @@ before the clock as CTranslate2's model is loaded before it. Each round runs eve
 engine once, in turn, so that a slow minute of a shared machine hits all of them alike; each row
 keeps its fastest round. mt's rows run on tcmalloc where it is installed, as `mt.translate` does
 (mt/allocator.py); CTranslate2's on the C library's malloc, as its own users run it. Prints
-seconds, sentences/s, BLEU and the ratio to CTranslate2 int8 for each row, and writes
+seconds, sentences/s, BLEU and the ratio to CTranslate2 int8 for each row, from the fastest rounds
+and paired (the median of the rounds' own ratios, steadier on a shared machine), and writes
 bench/results/decode.json (`--out`). The test set is the run's first (`--test` names another); it
 needs the corpus (downloaded, or MT_DATA_MIRROR).
 On a GPU (`--device cuda`) the default row is mt at its inference precision (bf16 autocast); name
@@ -31,6 +32,7 @@ weights), one batch at a time, since it has no workers.
 import argparse
 import functools
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -168,6 +170,14 @@ def fastest_rounds(args) -> list[dict]:
     return list(best.values())
 
 
+def paired_ratio(seconds: list[float], peer_seconds: list[float]) -> float:
+    """The median over rounds of a row's time over the peer's in the same round. The engines of a
+    round run within a minute of each other, so a slow stretch of a shared machine, which moves
+    whole rounds by 10% or more, cancels out of each round's ratio; the fastest rounds of two rows
+    may come from different stretches."""
+    return round(statistics.median(s / p for s, p in zip(seconds, peer_seconds)), 2)
+
+
 @cli_entry
 def main(argv=None):
     p = argparse.ArgumentParser()
@@ -212,16 +222,18 @@ def main(argv=None):
     for row in rows:
         peer = next((r for r in rows if r["engine"] == PEER and r["decoding"] == row["decoding"]), None)
         row["vs_ctranslate2_int8"] = round(row["seconds"] / peer["seconds"], 2) if peer else None
+        row["vs_ctranslate2_int8_paired"] = paired_ratio(row["rounds"], peer["rounds"]) if peer else None
     hardware = describe(torch.device(args.device))
     print(
         f"\n{src_count} sentences of {args.test}, batch {args.batch_size}, {args.workers} worker(s), "
         f"best of {args.rounds} round(s), {hardware}"
     )
-    print(f"{'engine':<28}{'decoding':<9}{'seconds':>9}{'sent/s':>9}{'BLEU':>7}{'x CT2 int8':>12}  malloc")
+    print(f"{'engine':<28}{'decoding':<9}{'seconds':>9}{'sent/s':>9}{'BLEU':>7}{'x CT2 int8':>12}{'paired':>8}  malloc")
     for r in rows:
-        ratio = f"{r['vs_ctranslate2_int8']:.2f}" if r["vs_ctranslate2_int8"] is not None else "n/a"
+        ratios = (r["vs_ctranslate2_int8"], r["vs_ctranslate2_int8_paired"])
+        ratio, paired = (f"{x:.2f}" if x is not None else "n/a" for x in ratios)
         line = f"{r['engine']:<28}{r['decoding']:<9}{r['seconds']:>9.2f}{r['sentences_per_s']:>9.1f}{r['bleu']:>7.2f}"
-        print(line + f"{ratio:>12}  {r['allocator']}")
+        print(line + f"{ratio:>12}{paired:>8}  {r['allocator']}")
     write_results(args, rows, src_count, hardware)
 
 

@@ -177,17 +177,30 @@ def test_decode_bench_times_the_engines_asked_for_on_the_runs_test_set(run_dir, 
     rows = {(r["engine"], r["decoding"]): r for r in data["rows"]}
     assert set(rows) == {(e, d) for e in engines for d in ("greedy", "beam5")}
     assert all(rows["CTranslate2 int8", d]["vs_ctranslate2_int8"] == 1.0 for d in ("greedy", "beam5"))
+    assert all(rows["CTranslate2 int8", d]["vs_ctranslate2_int8_paired"] == 1.0 for d in ("greedy", "beam5"))
     assert all(r["seconds"] > 0 and r["vs_ctranslate2_int8"] > 0 for r in rows.values())
 
     alone = run_bench(script, "--model", str(run_dir), "--engines", "mt", "--limit", "8", "--max-len", "1", out=out)
     assert alone.returncode == 0, alone.stderr
     data = json.loads(out.read_text())
-    assert all(r["vs_ctranslate2_int8"] is None for r in data["rows"])  # no peer: no ratio
+    assert all(r["vs_ctranslate2_int8"] is None and r["vs_ctranslate2_int8_paired"] is None for r in data["rows"])
     assert data["max_len"] == 1 and all(r["output_words"] <= r["sentences"] for r in data["rows"])  # one piece each
     assert " n/a" in alone.stdout
 
     refused = run_bench(script, "--model", str(run_dir), "--engines", "mt,bogus", out=out)
     assert refused.returncode == 2 and "unknown engine(s) ['bogus']" in refused.stderr
+
+
+def test_decode_bench_pairs_each_round_with_the_peers_same_round():
+    """The paired ratio is the median of the rounds' own ratios: a round where the machine slowed
+    both engines alike does not count against either, where the fastest rounds' ratio can mislead."""
+    spec = importlib.util.spec_from_file_location("decode_bench", "bench/decode.py")
+    decode_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(decode_bench)
+    mine, peer = [3.3, 4.4, 3.1], [3.0, 4.0, 3.3]  # rounds: 1.10x, 1.10x, 0.94x
+    assert decode_bench.paired_ratio(mine, peer) == 1.1
+    assert round(min(mine) / min(peer), 2) == 1.03  # the fastest rounds say otherwise
+    assert decode_bench.paired_ratio([2.0], [4.0]) == 0.5
 
 
 @pytest.mark.slow
