@@ -40,11 +40,11 @@ class Batcher:
         )
         self.queue: asyncio.Queue[Job] = asyncio.Queue()
         processes = getattr(translator, "processes", None)
-        self.concurrency = len(processes.workers) if processes else 1  # batches decoding at once
-        self.executor = concurrent.futures.ThreadPoolExecutor(self.concurrency, thread_name_prefix="decode")
+        concurrency = len(processes.workers) if processes else 1  # batches decoding at once
+        self.executor = concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="decode")
         self.requests = self.batches = 0  # counts for /info: batches < requests when requests were merged
         self._worker: asyncio.Task | None = None
-        self._slots = asyncio.Semaphore(self.concurrency)
+        self._slots = asyncio.Semaphore(concurrency)
         self._decoding: set[asyncio.Task] = set()
 
     def start(self) -> None:
