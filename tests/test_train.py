@@ -246,6 +246,60 @@ def test_a_time_budget_plans_the_evaluations_it_times_at_the_end_of_warm_up(caps
     assert policy.after_step(487, 590.0, 1.0) is None
     assert policy.after_step(488, 599.0, 1.0) == "out of time"
 
+    assert policy.after_step(487, 625.0, 1.0) is None  # a plan's usual few seconds over: not cut
+
+
+def test_a_run_that_slows_after_its_plan_stops_at_the_budgets_limit(capsys):
+    """The plan assumes warm-up's pace; where the machine slows later, the run still stops 5% (at
+    least 30 s) past train.max_minutes, and the plan saved with it says it is finished."""
+    from mt.config import TrainConfig
+    from mt.training.distributed import World
+    from mt.training.run_dir import RunState
+    from mt.training.stopping import StopFlag, StopPolicy
+
+    tc = TrainConfig(max_minutes=10, max_steps=100_000, warmup_steps=30, eval_every=50)
+    state = RunState()
+    policy = StopPolicy(tc, World(), torch.device("cpu"), StopFlag(), state)
+    policy.after_step(30, 30.0, 1.0)
+    policy.after_evaluation(30, 0, 40.0, 10.0)
+    assert state.planned_steps == 488
+    assert policy.after_step(300, 629.9, 2.0) is None  # twice as slow since the plan: 630 s is the limit
+    assert policy.after_step(301, 630.0, 2.0) == "out of time" and state.planned_steps == 301
+    assert "10.5 min of training reached at step 301 of the 488 planned" in policy.message("out of time")
+    resumed = StopPolicy(tc, World(), torch.device("cpu"), StopFlag(), state)
+    assert resumed.steps_done(301) == "out of time"
+    short = StopPolicy(TrainConfig(max_minutes=1), World(), torch.device("cpu"), StopFlag(), RunState())
+    assert short.limit_s == 90.0  # a short budget gets 30 s, not 3
+
+
+def test_the_budgets_limit_stops_a_real_run_that_slowed_and_resume_finds_it_finished(
+    toy_text_corpus, tmp_path, monkeypatch, capsys
+):
+    from mt.training import trainer
+    from mt.training.stopping import StopPolicy
+
+    clock = TickingClock(0.02)
+    monkeypatch.setattr(trainer, "time", clock)
+    plan = StopPolicy._plan
+
+    def plan_then_slow_down(self, *args):
+        plan(self, *args)
+        clock.tick = 1.0  # from here on the machine is far slower than warm-up said
+
+    monkeypatch.setattr(StopPolicy, "_plan", plan_then_slow_down)
+    budget = ["train.max_minutes=0.05", "train.max_steps=100000", "train.eval_every=5"]
+    run_train(tmp_path / "run", *budget)
+    err = capsys.readouterr().err
+    planned = int(err.split(" plans ")[1].split()[0])
+    ckpt = load_checkpoint(tmp_path / "run" / "last.pt")
+    assert ckpt["planned_steps"] == ckpt["step"] < planned
+    assert f"min of training reached at step {ckpt['step']} of the {planned} planned" in err
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["step"] == ckpt["step"]  # the model it stopped with was evaluated
+    run_train(tmp_path / "run", *budget, "--resume")
+    assert load_checkpoint(tmp_path / "run" / "last.pt")["step"] == ckpt["step"]
+    assert f"the {ckpt['step']} steps planned for train.max_minutes (0.05) are done" in capsys.readouterr().err
+
 
 def test_the_evaluation_that_times_a_plan_is_logged_but_does_not_compete_for_best(toy_text_corpus, tmp_path):
     """An early model must not become best.pt on a tie, nor join the averaged snapshots."""

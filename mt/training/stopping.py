@@ -8,6 +8,12 @@ overrun of its 20). The plan is saved with the run, so the learning-rate schedul
 the stop follow steps, not the clock, and `--resume` ends exactly where an uninterrupted run with
 the same plan ends.
 
+A plan assumes the machine keeps the pace of warm-up. Where it slows afterwards (a laptop that
+throttles, a virtual machine whose neighbours wake up: one 9-minute char-GPT run took 636 s), the
+budget is still a limit: past it by 5% (30 s at least, so that a plan's usual few seconds of
+overrun never cut a run short) the run stops at the step it is on, evaluates, and is finished;
+such a stop follows the clock, so it is the one case `--resume` cannot replay.
+
 Under torchrun every rank must stop at the same step, so the decisions that depend on one rank's
 clock or signal are compared across ranks (the plan is rank 0's), and only at steps where a sync
 happens anyway.
@@ -22,6 +28,9 @@ import torch
 
 from mt.config import TrainConfig
 from mt.training import distributed
+
+OVERRUN_SHARE = 0.05  # how far past train.max_minutes a plan may run before the clock stops it
+OVERRUN_MIN_S = 30.0  # ...and never less than this, so short budgets keep their plans
 
 
 class StopFlag:
@@ -59,6 +68,8 @@ class StopPolicy:
     def __init__(self, tc: TrainConfig, world: distributed.World, device: torch.device, flag: StopFlag, state):
         self.tc, self.world, self.device, self.flag, self.state = tc, world, device, flag, state
         self.budget_s = tc.max_minutes * 60 if tc.max_minutes else float("inf")
+        self.limit_s = self.budget_s + max(OVERRUN_SHARE * self.budget_s, OVERRUN_MIN_S)
+        self.cut_from = None  # the plan the clock cut short, for the message
         self.plan_at = max(tc.warmup_steps, 1)  # the cosine starts here: it needs to know its end
         self.plan_pending, self.pace_s = False, None  # warm-up is over: an evaluation, then the plan
 
@@ -71,8 +82,9 @@ class StopPolicy:
         return self.budget_s - elapsed_s
 
     def after_step(self, step: int, elapsed_s: float, pace_s: float | None) -> str | None:
-        """'interrupted' (Ctrl-C on any rank), 'out of time' (the planned steps are done), 'done'
-        (max_steps) or None. `pace_s` is the measured training seconds per step, for the plan."""
+        """'interrupted' (Ctrl-C on any rank), 'out of time' (the planned steps are done, or the
+        clock passed the budget's limit), 'done' (max_steps) or None. `pace_s` is the measured
+        training seconds per step, for the plan."""
         tc, world = self.tc, self.world
         plan_now = self.budget_s < float("inf") and self.state.planned_steps is None and step >= self.plan_at
         if (
@@ -91,14 +103,18 @@ class StopPolicy:
                 self._plan(step, elapsed_s, None, 0.0)
             elif plan_now:
                 self.plan_pending, self.pace_s = True, pace_s  # the loop evaluates now (`evaluation_due`)
-        return self._steps_done(step)
+        elif self.budget_s < float("inf") and step < self.total_steps():
+            if distributed.any_rank(world, elapsed_s >= self.limit_s, self.device):  # the machine slowed
+                self.cut_from, self.state.planned_steps = self.state.planned_steps, step  # --resume: finished
+        return self.steps_done(step)
 
     def evaluation_due(self, step: int) -> bool:
         """Whether the loop evaluates after this step: every `eval_every` steps, and once more where
         the plan waits to time an evaluation."""
         return step % self.tc.eval_every == 0 or self.plan_pending
 
-    def _steps_done(self, step: int) -> str | None:
+    def steps_done(self, step: int) -> str | None:
+        """'out of time' or 'done' once `step` reaches the plan or max_steps, else None."""
         if step >= self.total_steps():
             return "out of time" if self.state.planned_steps is not None and step < self.tc.max_steps else "done"
         return None
@@ -126,15 +142,20 @@ class StopPolicy:
         if self.plan_pending:
             self.plan_pending = False
             self._plan(step, elapsed_s, self.pace_s, evaluation_s)
-            if done := self._steps_done(step):
+            if done := self.steps_done(step):
                 return done
         patience = self.tc.patience
         stop = self.world.is_main and patience is not None and bad_evals >= patience
         return "no improvement" if distributed.any_rank(self.world, stop, self.device) else None
 
     def message(self, reason: str) -> str:
+        minutes = self.tc.max_minutes
+        if reason == "out of time" and self.cut_from is not None:
+            return (
+                f"stopping: {self.limit_s / 60:.1f} min of training reached at step {self.total_steps()} of the "
+                f"{self.cut_from} planned for train.max_minutes ({minutes:g}): the steps slowed after the plan was made"
+            )
         if reason == "out of time":
-            minutes = self.tc.max_minutes
             return f"stopping: the {self.total_steps()} steps planned for train.max_minutes ({minutes:g}) are done"
         if reason == "no improvement":
             return f"stopping early: no improvement in {self.tc.patience} evaluations"

@@ -360,7 +360,7 @@ class Trainer:
             )
             policy = StopPolicy(tc, world, self.device, flag, s)
             self.model.train()
-            reason = None if s.step < policy.total_steps() else "done"
+            reason = policy.steps_done(s.step)  # None, or a resumed run that had already ended
             while reason is None:
                 lr = lr_at(s.step, tc, policy.total_steps())
                 for group in self.optimizer.param_groups:
