@@ -163,7 +163,6 @@ def test_the_flag_is_checked_and_translates_like_threads(run_dir, tmp_path):
         assert bad.returncode == 2 and bad.stderr.strip().startswith(f"error: {words}"), bad.stderr
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the decoding processes in Linux's /proc")
 def loading_pytorch(pid: int) -> bool:
     """PyTorch's library is mapped into the process: it is importing PyTorch, or has imported it."""
     try:
@@ -172,6 +171,7 @@ def loading_pytorch(pid: int) -> bool:
         return False
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the decoding processes in Linux's /proc")
 @pytest.mark.parametrize("after", [None, 3.0], ids=["while-they-import-pytorch", "later"])
 def test_ctrl_c_stops_the_command_and_its_processes(run_dir, tmp_path, after):
     """Ctrl-C reaches the command and its processes alike (the terminal's process group): the
