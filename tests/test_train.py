@@ -217,10 +217,44 @@ def test_snapshots_are_averaged_when_training_stops(toy_text_corpus, tmp_path, c
 def test_progress_bar_total_follows_the_time_budget():
     from mt.training.stopping import expected_last_step
 
-    assert expected_last_step(10, 0, 10.0, float("inf"), 500) == 500  # no budget: the step limit
-    assert expected_last_step(10, 0, 10.0, 30.0, 500) == 40  # 1 s a step, 30 s left
-    assert expected_last_step(10, 0, 10.0, 3000.0, 500) == 500  # the step limit comes first
-    assert expected_last_step(10, 0, 10.0, -5.0, 500) == 10  # already over budget
+    assert expected_last_step(10, 1.0, float("inf"), 500) == 500  # no budget: the step limit
+    assert expected_last_step(10, 1.0, 30.0, 500) == 40  # 1 s a step, 30 s left
+    assert expected_last_step(10, 1.0, 3000.0, 500) == 500  # the step limit comes first
+    assert expected_last_step(10, 1.0, -5.0, 500) == 10  # already over budget
+    assert expected_last_step(1, None, 30.0, 500) == 500  # no pace yet: the step limit
+
+
+def test_a_plans_pace_leaves_out_the_first_steps_where_torch_compile_compiles(
+    toy_text_corpus, tmp_path, monkeypatch, capsys
+):
+    """Under train.compile the first new batch shapes recompile (about 130 s over the first 10 steps
+    of the fr_en cuda: block on an H200, then 0.055 s a step). The plan times only the second half
+    of warm-up, so a slow third step does not shrink it."""
+    from mt.training import trainer
+
+    clock = TickingClock(0.01)
+    monkeypatch.setattr(trainer, "time", clock)
+    original = LanguageModelTask.train_batches
+
+    def batches(self):
+        for i, batch in enumerate(original(self)):
+            if i == 2:
+                clock.now += 200.0  # the third step recompiles for a new shape
+            yield batch
+
+    monkeypatch.setattr(LanguageModelTask, "train_batches", batches)
+    run_train(tmp_path / "run", "train.max_minutes=10", "train.max_steps=20", "train.warmup_steps=10")
+    plan = capsys.readouterr().err.split("time budget: 10 min at ")[1]
+    assert float(plan.split(" s a step")[0]) < 1.0  # timed from step 5; from step 1 it was 22 s a step
+    assert load_checkpoint(tmp_path / "run" / "last.pt")["step"] == 20  # the plan is not cut short
+
+
+def test_a_time_budget_with_no_warm_up_still_plans_from_a_timed_step(toy_text_corpus, tmp_path, capsys):
+    """With train.warmup_steps=0 the plan waits for one timed step; made after the first, it had no
+    pace and stopped the run there."""
+    run_train(tmp_path / "run", "train.max_minutes=10", "train.warmup_steps=0")
+    assert "plans 12 steps" in capsys.readouterr().err
+    assert load_checkpoint(tmp_path / "run" / "last.pt")["step"] == 12
 
 
 def test_a_time_budget_plans_the_evaluations_it_times_at_the_end_of_warm_up(capsys):

@@ -1,7 +1,8 @@
 """When training stops, decided in one place: the step limit, the time budget, patience, or Ctrl-C.
 
 A time budget (`train.max_minutes`) becomes a step plan once, at the end of warm-up: the steps
-left are what the budget has left at the pace measured so far, less the evaluations to come. So
+left are what the budget has left at the pace of warm-up's second half (the first steps allocate
+and, under `train.compile`, recompile for new batch shapes), less the evaluations to come. So
 that their cost is known, not guessed, the run evaluates once right there and times it (on the fr_en
 CPU block about 7.5 s each: left out of the plan, eight of them were a minute of one run's 2.9-minute
 overrun of its 20). The plan is saved with the run, so the learning-rate schedule and
@@ -52,13 +53,13 @@ class StopFlag:
         signal.signal(signal.SIGINT, self.previous)
 
 
-def expected_last_step(step: int, first_step: int, seconds: float, seconds_left: float, max_steps: int) -> int:
+def expected_last_step(step: int, pace_s: float | None, seconds_left: float, max_steps: int) -> int:
     """The step training will stop at: max_steps, or sooner where the time budget runs out first at
-    the pace so far (evaluations included), so the progress bar's total and ETA tell the truth."""
-    if seconds_left == float("inf") or step <= first_step or seconds <= 0:
+    `pace_s` seconds a step (evaluations included), so the progress bar's total and ETA tell the truth.
+    No pace yet (the first steps, which allocate and compile): max_steps."""
+    if seconds_left == float("inf") or not pace_s or pace_s <= 0:
         return max_steps
-    pace = seconds / (step - first_step)
-    return max(step, min(max_steps, step + int(max(seconds_left, 0.0) / pace)))
+    return max(step, min(max_steps, step + int(max(seconds_left, 0.0) / pace_s)))
 
 
 class StopPolicy:
@@ -70,7 +71,8 @@ class StopPolicy:
         self.budget_s = tc.max_minutes * 60 if tc.max_minutes else float("inf")
         self.limit_s = self.budget_s + max(OVERRUN_SHARE * self.budget_s, OVERRUN_MIN_S)
         self.cut_from = None  # the plan the clock cut short, for the message
-        self.plan_at = max(tc.warmup_steps, 1)  # the cosine starts here: it needs to know its end
+        self.plan_at = max(tc.warmup_steps, 2)  # the cosine starts here: it needs to know its end;
+        # and at least one step after the first (which allocates and compiles) is timed
         self.plan_pending, self.pace_s = False, None  # warm-up is over: an evaluation, then the plan
 
     def total_steps(self) -> int:

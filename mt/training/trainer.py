@@ -97,19 +97,23 @@ def step_seed(seed: int, rank: int, step: int) -> int:
 
 
 class Pace:
-    """Wall seconds per step in this process (evaluations and logging included), counted from the
-    end of its first step, which also allocates and warms up."""
+    """Wall seconds per step in this process (evaluations and logging included), counted after its
+    first `skip` steps: those allocate and, under `train.compile`, compile once per new batch shape
+    until Dynamo marks the shapes dynamic. Timed from the first step, the fr_en `cuda:` block's
+    compiled warm-up would have planned from about 13 s a step (130 s of compiling over its first
+    10 steps, on an H200's host) where the steps took 0.055 s."""
 
-    def __init__(self):
-        self.steps, self.since = -1, 0.0
+    def __init__(self, skip: int = 1):
+        self.skip, self.steps, self.since = max(skip, 1), 0, 0.0
 
     def step_done(self) -> None:
         self.steps += 1
-        if self.steps == 0:
+        if self.steps == self.skip:
             self.since = time.monotonic()
 
     def seconds_per_step(self) -> float | None:
-        return (time.monotonic() - self.since) / self.steps if self.steps > 0 else None
+        timed = self.steps - self.skip
+        return (time.monotonic() - self.since) / timed if timed > 0 else None
 
 
 class Meter:
@@ -336,7 +340,7 @@ class Trainer:
         thread), then the writers."""
         s, tc, world = self.state, self.tc, self.world
         first_step = s.step
-        since_eval, since_log, pace = Meter(self.device), Meter(self.device), Pace()
+        since_eval, since_log = Meter(self.device), Meter(self.device)
         with contextlib.ExitStack() as closing:  # closes in reverse: batches, then board and metrics file
             closing.enter_context(heap.objects_left_alone())  # what lives on through the loop (mt/heap.py)
             metrics_file = (
@@ -359,6 +363,7 @@ class Trainer:
                 )
             )
             policy = StopPolicy(tc, world, self.device, flag, s)
+            pace = Pace(skip=(policy.plan_at - first_step) // 2)  # the plan times warm-up's second half
             self.model.train()
             reason = policy.steps_done(s.step)  # None, or a resumed run that had already ended
             while reason is None:
@@ -374,7 +379,7 @@ class Trainer:
                 since_eval.add(loss, n_tokens)
                 since_log.add(loss, n_tokens)
                 if s.step % tc.log_every == 0:
-                    self._log(bar, lr, loss, grad_norm, since_log, first_step, policy)
+                    self._log(bar, lr, loss, grad_norm, since_log, pace, policy)
                 reason = policy.after_step(s.step, self.elapsed(), pace.seconds_per_step())
                 if reason == "interrupted":
                     return self._interrupted(bar)
@@ -392,7 +397,7 @@ class Trainer:
             self.log(policy.message(reason), file=sys.stderr)
         return False
 
-    def _log(self, bar, lr: float, loss, grad_norm, since_log: Meter, first_step: int, policy: StopPolicy) -> None:
+    def _log(self, bar, lr: float, loss, grad_norm, since_log: Meter, pace: Pace, policy: StopPolicy) -> None:
         s = self.state
         self.board.scalars(
             "train",
@@ -411,7 +416,7 @@ class Trainer:
             bar.total = policy.total_steps()
         else:  # before the plan: the pace so far says where the budget will end
             left = policy.seconds_left(self.elapsed())
-            bar.total = expected_last_step(s.step, first_step, time.monotonic() - self.started, left, self.tc.max_steps)
+            bar.total = expected_last_step(s.step, pace.seconds_per_step(), left, self.tc.max_steps)
         bar.update(s.step - bar.n)
         since_log.reset()
 
