@@ -12,6 +12,7 @@ it was skipped. Prints tables and writes JSON.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import sys
@@ -23,7 +24,7 @@ import torch
 
 from mt.config import load_config
 from mt.errors import UserError, cli_entry
-from mt.hardware import autocast, describe, pick_device, uses_bf16
+from mt.hardware import autocast, describe, memory_efficient_attention_while, pick_device, uses_bf16
 from mt.inference.search import beam_search, greedy_or_sample
 from mt.loss import token_loss
 from mt.model import Transformer, build_model
@@ -129,10 +130,11 @@ def measure_training(setting: dict, device: torch.device, precision: str, steps:
     optimizer = make_optimizer(model, setting["cfg"].train)
     inputs, targets = setting["batch"](device)
     forward = torch.compile(model) if compiled else model  # one shape: compiles once, in the warm-up
+    translation = isinstance(model, Transformer)
 
     def step():
         with autocast(device, precision):
-            if isinstance(model, Transformer):  # the loss as training takes it (mt.loss.head_loss)
+            if translation:  # the loss as training takes it (mt.loss.head_loss)
                 loss = forward(*inputs, targets=targets)
             else:
                 loss = token_loss(forward(*inputs), targets)
@@ -140,13 +142,15 @@ def measure_training(setting: dict, device: torch.device, precision: str, steps:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    for _ in range(3):  # warm-up: allocator, kernels
-        step()
-    sync(device)
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync(device)
+    # each model timed with the attention kernels its training uses
+    with memory_efficient_attention_while(device) if translation else contextlib.nullcontext():
+        for _ in range(3):  # warm-up: allocator, kernels
+            step()
+        sync(device)
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        sync(device)
     seconds = (time.perf_counter() - start) / steps
     peak = peak_flops(device)
     return {

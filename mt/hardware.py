@@ -41,6 +41,21 @@ def prefer_memory_efficient_attention(device: torch.device) -> None:
         torch.backends.cuda.enable_flash_sdp(False)
 
 
+@contextlib.contextmanager
+def memory_efficient_attention_while(device: torch.device):
+    """prefer_memory_efficient_attention for the length of a block, then the flags as they were: for
+    a process that times the translation step beside the char GPT's (mt.bench), so each is timed
+    with the kernels its training uses."""
+    flags = torch.backends.cuda
+    before = (flags.cudnn_sdp_enabled(), flags.flash_sdp_enabled())
+    prefer_memory_efficient_attention(device)
+    try:
+        yield
+    finally:
+        flags.enable_cudnn_sdp(before[0])
+        flags.enable_flash_sdp(before[1])
+
+
 @functools.cache
 def _cpuinfo(field: str) -> str | None:
     """The first value of `field` in /proc/cpuinfo (None where there is none), read once."""

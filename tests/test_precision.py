@@ -185,3 +185,24 @@ def test_translation_on_cuda_prefers_the_memory_efficient_attention_kernel():
     finally:
         for switch, on in zip(switches, before):
             switch(on)
+
+
+def test_the_benchmarks_translation_step_borrows_the_training_kernels_and_gives_them_back():
+    """mt.bench times the translation step with the kernels its training uses (cuDNN's and flash's
+    off on CUDA) and the char GPT's with PyTorch's choice: the block restores what it found."""
+    from mt.hardware import memory_efficient_attention_while
+
+    flags = torch.backends.cuda
+    before = (flags.cudnn_sdp_enabled(), flags.flash_sdp_enabled())
+    try:
+        flags.enable_cudnn_sdp(True)
+        flags.enable_flash_sdp(True)
+        with memory_efficient_attention_while(torch.device("cuda")):
+            assert (flags.cudnn_sdp_enabled(), flags.flash_sdp_enabled()) == (False, False)
+            assert flags.mem_efficient_sdp_enabled() and flags.math_sdp_enabled()
+        assert (flags.cudnn_sdp_enabled(), flags.flash_sdp_enabled()) == (True, True)
+        with memory_efficient_attention_while(torch.device("cpu")):
+            assert (flags.cudnn_sdp_enabled(), flags.flash_sdp_enabled()) == (True, True)
+    finally:
+        flags.enable_cudnn_sdp(before[0])
+        flags.enable_flash_sdp(before[1])
