@@ -100,8 +100,8 @@ class Pace:
     """Wall seconds per step in this process (evaluations and logging included), counted after its
     first `skip` steps: those allocate and, under `train.compile`, compile once per new batch shape
     until Dynamo marks the shapes dynamic. Timed from the first step, the fr_en `cuda:` block's
-    compiled warm-up would have planned from about 13 s a step (130 s of compiling over its first
-    10 steps, on an H200's host) where the steps took 0.055 s."""
+    compiled warm-up spread over 200 s of compiling (an H200's host, nothing cached) across 500
+    steps that otherwise take 0.055 s each: a pace several times too slow, a plan that much too short."""
 
     def __init__(self, skip: int = 1):
         self.skip, self.steps, self.since = max(skip, 1), 0, 0.0
