@@ -4,6 +4,7 @@ or Ctrl-C, and a server's batches decoded side by side. Each test that spawns pr
 them to import PyTorch: a few seconds apiece."""
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -171,20 +172,85 @@ def loading_pytorch(pid: int) -> bool:
         return False
 
 
+def translating_in_processes(run_dir, tmp_path, repeats: int, **popen) -> subprocess.Popen:
+    """`mt.translate --processes 2` started on a long file (SOURCES repeated), as the leader of a
+    process group of its own, like a command a terminal runs."""
+    source = tmp_path / "long.fr"
+    source.write_text("\n".join(SOURCES[:-1] * repeats) + "\n")
+    command = [sys.executable, "-m", "mt.translate", "--model", str(run_dir), "--input", str(source)]
+    return subprocess.Popen(
+        [*command, "--processes", "2", "--output", str(tmp_path / "out.en")], start_new_session=True, **popen
+    )
+
+
+def blocked_signals(pid: int) -> set[int]:
+    """The signals a process holds back (Linux /proc: SigBlk, a hexadecimal bit mask)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    mask = int(next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
+    return {n for n in range(1, 65) if mask >> (n - 1) & 1}
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the processes' signal masks in Linux's /proc")
+def test_every_decoding_process_starts_with_ctrl_c_held_back(run_dir, tmp_path):
+    """The first one too: multiprocessing starts its resource tracker with the first process and then
+    unblocks SIGINT and SIGTERM, which left that process interruptible while it imported PyTorch.
+    Each mask is read before the process has loaded PyTorch, so before it sets the signals aside."""
+    proc = translating_in_processes(run_dir, tmp_path, 1000, stderr=subprocess.DEVNULL)
+    masks: dict[int, set[int]] = {}
+    try:
+        deadline = time.monotonic() + 120
+        while len(masks) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            for pid in children(proc.pid):
+                with contextlib.suppress(OSError, StopIteration):
+                    if pid in masks or b"spawn_main" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                        continue  # not yet a decoding process (forked, not yet started anew), or the tracker
+                    blocked = blocked_signals(pid)
+                    if not loading_pytorch(pid):  # read after the mask: the mask is from before the import
+                        masks[pid] = blocked
+            time.sleep(0.005)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert len(masks) == 2, f"the two decoding processes were not both seen before they loaded PyTorch: {masks}"
+    for pid, blocked in masks.items():
+        assert {signal.SIGINT, signal.SIGTERM} <= blocked, (pid, sorted(blocked))
+
+
+def stopped_within(proc: subprocess.Popen, seconds: float) -> str:
+    """The command's stderr once it has ended. One still running after `seconds` fails the test with
+    where its threads stood (SIGABRT, with PYTHONFAULTHANDLER set) and what its processes were doing,
+    and is killed with its whole group, so a hang leaves no load behind for the tests after it."""
+    try:
+        return proc.communicate(timeout=seconds)[1]
+    except subprocess.TimeoutExpired:
+        group = [proc.pid, *children(proc.pid)]
+        states = {pid: Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] for pid in group if running(pid)}
+        os.kill(proc.pid, signal.SIGABRT)
+        try:
+            stderr = proc.communicate(timeout=10)[1]
+        except subprocess.TimeoutExpired:
+            stderr = "(stderr still open: a child holds it)"
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        pytest.fail(f"still running {seconds} s after Ctrl-C; process states {states}; stderr:\n{stderr[-6000:]}")
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the decoding processes in Linux's /proc")
 @pytest.mark.parametrize("after", [None, 3.0], ids=["while-they-import-pytorch", "later"])
 def test_ctrl_c_stops_the_command_and_its_processes(run_dir, tmp_path, after):
     """Ctrl-C reaches the command and its processes alike (the terminal's process group): the
     processes ignore it, even while they import PyTorch, the command stops its call and exits 130
     with one line, and nothing is left running."""
-    source = tmp_path / "long.fr"
-    source.write_text("\n".join(SOURCES[:-1] * 40_000) + "\n")
-    command = [sys.executable, "-m", "mt.translate", "--model", str(run_dir), "--input", str(source)]
-    proc = subprocess.Popen(
-        [*command, "--processes", "2", "--output", str(tmp_path / "out.en")],
+    proc = translating_in_processes(
+        run_dir,
+        tmp_path,
+        40_000,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # SIGABRT prints every thread's stack
     )
     deadline = time.monotonic() + 120
     while len(children(proc.pid)) < 3 and proc.poll() is None and time.monotonic() < deadline:
@@ -197,7 +263,7 @@ def test_ctrl_c_stops_the_command_and_its_processes(run_dir, tmp_path, after):
     else:
         time.sleep(after)
     os.killpg(proc.pid, signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
+    stderr = stopped_within(proc, 60)
     assert proc.returncode == 130 and stderr.strip().splitlines()[-1] == "interrupted", stderr[-2000:]
     assert "Traceback" not in stderr, stderr[-2000:]
     time.sleep(1)

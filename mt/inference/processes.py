@@ -21,6 +21,7 @@ import queue
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from multiprocessing.connection import wait
 
 import torch
@@ -114,6 +115,10 @@ class _Worker:
         self.pending = 0
 
     def start(self) -> None:
+        # multiprocessing starts its resource tracker with the first process, and unblocks SIGINT and
+        # SIGTERM once it has: started inside the hold, that would leave the first process
+        # interruptible while it imports PyTorch. So the tracker starts first, outside it.
+        resource_tracker.ensure_running()
         with _stopping_held_back():  # a Ctrl-C meanwhile comes after, when close() knows this process
             self.process.start()
         self._their_end.close()  # theirs alone: when they die, the parent reads EOF instead of waiting
