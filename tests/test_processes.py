@@ -172,12 +172,24 @@ def loading_pytorch(pid: int) -> bool:
         return False
 
 
+# A command run from a terminal starts with Ctrl-C's default action. One started by a job in the
+# background of a non-interactive shell (`bash .ci/run &`) inherits SIGINT ignored, Python keeps it
+# ignored, and Ctrl-C then does nothing: both Ctrl-C tests waited 60 s in such a run. So the command
+# starts through this, which gives SIGINT its default and becomes the command (the same process).
+AS_FROM_A_TERMINAL = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])",
+]
+
+
 def translating_in_processes(run_dir, tmp_path, repeats: int, **popen) -> subprocess.Popen:
-    """`mt.translate --processes 2` started on a long file (SOURCES repeated), as the leader of a
-    process group of its own, like a command a terminal runs."""
+    """`mt.translate --processes 2` started on a long file (SOURCES repeated), as a terminal starts
+    a command: Ctrl-C's default action, and a process group of its own."""
     source = tmp_path / "long.fr"
     source.write_text("\n".join(SOURCES[:-1] * repeats) + "\n")
-    command = [sys.executable, "-m", "mt.translate", "--model", str(run_dir), "--input", str(source)]
+    command = [*AS_FROM_A_TERMINAL, "-m", "mt.translate", "--model", str(run_dir), "--input", str(source)]
     return subprocess.Popen(
         [*command, "--processes", "2", "--output", str(tmp_path / "out.en")], start_new_session=True, **popen
     )
