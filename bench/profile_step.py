@@ -10,9 +10,9 @@ batches, and the step split into phases (data, forward and loss, backward, gradi
 optimizer) and, inside forward and backward, into kinds of operator (matmuls, attention, loss,
 layer norms, embeddings, the rest) by their own time. What no operator accounts for is Python and
 dispatch overhead. The process has the trainer's memory settings (freed blocks kept, oneDNN's
-caches bounded); the micro-batches run one after another, where the trainer runs them side by side
-on a multi-core CPU. Needs the corpora (downloaded, or MT_DATA_MIRROR). Writes
-bench/results/profile_step.json.
+caches bounded) and keeps a step's bf16 weight copies over its micro-batches as the trainer does;
+the micro-batches run one after another, where the trainer runs them side by side on a multi-core
+CPU. Needs the corpora (downloaded, or MT_DATA_MIRROR). Writes bench/results/profile_step.json.
 """
 
 import argparse
@@ -27,7 +27,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from mt.config import load_config
 from mt.data.tokenizer import PAD
-from mt.hardware import autocast, describe, pick_device, uses_bf16
+from mt.hardware import autocast, describe, keep_weight_casts, pick_device, uses_bf16
 from mt.model import build_model
 from mt.training.distributed import World
 from mt.training.optim import make_optimizer
@@ -102,17 +102,18 @@ def profile_precision(cfg, task, device, precision: str, steps: int, trace: Path
 
     def step(count: bool):
         nonlocal real, padded, tokens
-        for _ in range(tc.grad_accum):  # the step's micro-batches (equal weights here; the same work)
-            with record_function("data"):
-                batch = next(batches)
-            if count:
-                tokens += batch["n_tokens"]
-                real += int((batch["src"] != PAD).sum()) + batch["n_tokens"]
-                padded += batch["src"].numel() + batch["tgt_out"].numel()
-            with record_function("forward+loss"), autocast(device, precision):
-                loss = task.loss(model, batch, tc.label_smoothing)
-            with record_function("backward"):
-                (loss / tc.grad_accum).backward()
+        with keep_weight_casts(device, precision):  # bf16 weight copies kept over the step, as the trainer keeps them
+            for _ in range(tc.grad_accum):  # the step's micro-batches (equal weights here; the same work)
+                with record_function("data"):
+                    batch = next(batches)
+                if count:
+                    tokens += batch["n_tokens"]
+                    real += int((batch["src"] != PAD).sum()) + batch["n_tokens"]
+                    padded += batch["src"].numel() + batch["tgt_out"].numel()
+                with record_function("forward+loss"), autocast(device, precision):
+                    loss = task.loss(model, batch, tc.label_smoothing)
+                with record_function("backward"):
+                    (loss / tc.grad_accum).backward()
         with record_function("clip"):
             torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         with record_function("optimizer"):
