@@ -2,12 +2,14 @@
 
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 
 @pytest.mark.slow
@@ -291,3 +293,43 @@ def test_opus_shape_builds_an_imported_run_of_the_shape_asked_for_whose_outputs_
     assert [len(hyps[0].ids) for hyps in found] == [6, 6]
     greedy = translator.translate(["le chat"], beam=1, max_len=9, hypotheses=True)
     assert len(greedy[0][0].ids) == 9
+
+
+def load_gpt_peer():
+    spec = importlib.util.spec_from_file_location("gpt_peer", "bench/gpt_peer.py")
+    gpt_peer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpt_peer)
+    return gpt_peer
+
+
+def test_gpt_peer_compares_like_for_like_models_in_one_process(tmp_path):
+    """bench/gpt_peer.py: both models have nanoGPT's CPU shape (they differ only by mt's four
+    special-token rows), each block times both, and the ratio is the peer's time over mt's."""
+    gpt_peer = load_gpt_peer()
+    out = tmp_path / "peer.json"
+    result = gpt_peer.main(["--blocks", "4", "--block-steps", "2", "--precision", "fp32", "--out", str(out)])
+    assert json.loads(out.read_text()) == result
+    assert result["shape"] == "4 layers, 128 dims, batch 12 x 64"
+    assert result["params"]["mt"] - result["params"]["peer"] == 4 * 128
+    (row,) = result["rows"]
+    assert row["mt_precision"] == "fp32" and row["mt_ms"] > 0 and row["peer_ms"] > 0
+    low, high = row["quartiles"]
+    assert low <= row["speedup"] <= high
+
+
+def test_gpt_peer_trains_its_model():
+    """The peer's step is a real training step: its loss on a repeated batch falls."""
+    gpt_peer = load_gpt_peer()
+    torch.manual_seed(0)
+    model = gpt_peer.PeerGPT(gpt_peer.CHARS, 64, layers=2, heads=4, d=128)
+    optimizer = gpt_peer.peer_optimizer(model, weight_decay=0.1, lr=1e-3, beta2=0.99)
+    x, y = torch.randint(gpt_peer.CHARS, (2, 4, 64)).unbind()
+    losses = []
+    for _ in range(30):
+        loss = model(x, y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    assert abs(losses[0] - math.log(gpt_peer.CHARS)) < 0.1  # untrained: about uniform over the characters
+    assert losses[-1] < losses[0] - 1.0
