@@ -281,6 +281,36 @@ def test_int8_model_calls_the_quantized_operator_directly_with_the_same_results(
         assert torch.equal(thin(src, tgt), logits)
 
 
+@pytest.mark.skipif("onednn" not in torch.backends.quantized.supported_engines, reason="no oneDNN int8 engine here")
+@pytest.mark.parametrize("amx", [True, False])
+def test_int8_layers_send_large_calls_to_onednn_only_on_cpus_with_amx(monkeypatch, amx):
+    """With AMX int8 tiles each layer but the output layer keeps fbgemm for calls below
+    AMX_ONEDNN_FROM_MACS multiply-adds and hands larger ones to oneDNN's packing of the same weights;
+    without them every such call stays on fbgemm. The output layer is on oneDNN either way."""
+    from mt.inference import quantize
+
+    monkeypatch.setattr(quantize, "cpu_flags", lambda: {"avx512_vnni"} | ({"amx_int8"} if amx else set()))
+    model = quantize.quantize_int8(tiny())
+    layers = [m for n, m in model.named_modules() if isinstance(m, quantize.Int8Linear) and n != "head"]
+    assert model.head.large_packed is None and model.head.reduce_range is False
+    if not amx:
+        assert all(m.large_packed is None for m in layers)
+        return
+    for layer in layers:
+        weight = torch.ops.quantized.linear_unpack(layer.packed)[0]
+        outputs, inputs = weight.shape
+        assert (layer.large_from - 1) * outputs < quantize.AMX_ONEDNN_FROM_MACS <= layer.large_from * outputs
+        rows = -(-layer.large_from // inputs)  # the fewest rows that reach it
+        for n, packed, reduce_range in [(rows - 1, layer.packed, True), (rows, layer.large_packed, False)]:
+            x = torch.randn(n, inputs)
+            assert torch.equal(layer(x), torch.ops.quantized.linear_dynamic(x, packed, reduce_range))
+    x = torch.randn(rows, inputs) * 3
+    assert not torch.equal(  # the two packings really are different kernels
+        torch.ops.quantized.linear_dynamic(x, layer.packed, True),
+        torch.ops.quantized.linear_dynamic(x, layer.large_packed, False),
+    )
+
+
 def test_decoding_masks_in_fp32_are_additive_and_change_no_output(monkeypatch):
     """Decoding hands SDPA the float mask it would make of the boolean one at every call: outputs
     and scores are those of the boolean mask, bit for bit."""

@@ -6,6 +6,7 @@ import torch
 import torch.nn as nn
 
 from mt.errors import UserError
+from mt.hardware import cpu_flags
 
 
 def _linear_of(weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Linear:
@@ -25,29 +26,49 @@ def _split_cross_projections(model: nn.Module) -> None:
             m.query, m.key_value = _linear_of(*m.projection("q")), _linear_of(*m.projection("kv"))
 
 
+# On CPUs with AMX int8 tiles, oneDNN's int8 kernels beat fbgemm's from about this much work a call
+# (rows x inputs x outputs) up. Measured on one thread of a 2-core Xeon with AMX, the fr_en model's
+# layers (256 x 256 to 256 x 1,024): fbgemm 1.5-1.75x faster at 8 rows, oneDNN 1.1-1.9x at 192; int8
+# beam 5 over test_2016 3% faster in all (2026-11-27).
+AMX_ONEDNN_FROM_MACS = 6_000_000
+
+
+def _packed_for_onednn(packed):
+    """The same int8 weights and bias, packed for oneDNN's kernels (which quantize activations to all
+    8 bits, where fbgemm takes 7)."""
+    weight, bias = torch.ops.quantized.linear_unpack(packed)
+    engine = torch.backends.quantized.engine
+    torch.backends.quantized.engine = "onednn"  # packing follows the engine in force; calls follow the packing
+    try:
+        return torch.ops.quantized.linear_prepack(weight, bias)
+    finally:
+        torch.backends.quantized.engine = engine
+
+
 class Int8Linear(nn.Module):
     """A dynamically quantized Linear that calls its operator straight away. PyTorch's module does
     the same call behind a Python dtype and version check, which cost about 15 us of a 40 us call
-    on the few rows of a late decoding step (22 such calls a step)."""
+    on the few rows of a late decoding step (22 such calls a step). With `large_calls_on_onednn`,
+    calls of at least AMX_ONEDNN_FROM_MACS multiply-adds go to oneDNN's packing of the weights."""
 
     def __init__(self, quantized: nn.Module):
         super().__init__()
         self.packed = quantized._packed_params._packed_params  # int8 weights and float bias, packed for fbgemm
         self.reduce_range = True  # fbgemm quantizes activations to 7 bits, as the module does
+        self.large_packed, self.large_from = None, 0  # oneDNN's packing, and the input size it takes over from
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.large_packed is not None and x.numel() >= self.large_from:
+            return torch.ops.quantized.linear_dynamic(x, self.large_packed, False)
         return torch.ops.quantized.linear_dynamic(x, self.packed, self.reduce_range)
 
     def repack_for_onednn(self) -> None:
-        """The same int8 weights, packed for oneDNN's kernels, which quantize activations to all 8 bits."""
-        weight, bias = torch.ops.quantized.linear_unpack(self.packed)
-        engine = torch.backends.quantized.engine
-        torch.backends.quantized.engine = "onednn"  # packing follows the engine in force; calls follow the packing
-        try:
-            self.packed = torch.ops.quantized.linear_prepack(weight, bias)
-        finally:
-            torch.backends.quantized.engine = engine
-        self.reduce_range = False
+        """Every call on oneDNN's kernels."""
+        self.packed, self.reduce_range = _packed_for_onednn(self.packed), False
+
+    def large_calls_on_onednn(self) -> None:
+        outputs = torch.ops.quantized.linear_unpack(self.packed)[0].size(0)
+        self.large_packed, self.large_from = _packed_for_onednn(self.packed), -(-AMX_ONEDNN_FROM_MACS // outputs)
 
 
 def _thin(model: nn.Module) -> nn.Module:
@@ -59,14 +80,20 @@ def _thin(model: nn.Module) -> nn.Module:
     return model
 
 
-def _output_layer_on_onednn(model: nn.Module) -> nn.Module:
+def _onednn_where_faster(model: nn.Module) -> nn.Module:
     """The output layer (D x V, the largest matmul of a decoding step) on oneDNN where PyTorch has it:
     for beam search's 320 rows x 256 x 8,000 it took 3.6 ms against fbgemm's 4.8 ms on a 2-core AMD
     EPYC with AVX-512 VNNI. The other layers stay on fbgemm, which was as fast or faster at their
-    sizes (a 40 x 256 x 256 layer: 30 against 43 us)."""
-    head = getattr(model, "head", None)
-    if isinstance(head, Int8Linear) and "onednn" in torch.backends.quantized.supported_engines:
-        head.repack_for_onednn()
+    sizes there (a 40 x 256 x 256 layer: 30 against 43 us); on CPUs with AMX int8 tiles their large
+    calls go to oneDNN too (AMX_ONEDNN_FROM_MACS)."""
+    if "onednn" not in torch.backends.quantized.supported_engines:
+        return model
+    amx = "amx_int8" in cpu_flags()
+    for name, m in model.named_modules():
+        if isinstance(m, Int8Linear) and name == "head":
+            m.repack_for_onednn()
+        elif isinstance(m, Int8Linear) and amx:
+            m.large_calls_on_onednn()
     return model
 
 
@@ -79,4 +106,4 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     names = {name for name, m in model.named_modules() if isinstance(m, nn.Linear) and not name.endswith("cross.qkv")}
     with warnings.catch_warnings():  # PyTorch marks its quantized tensor types as deprecated
         warnings.simplefilter("ignore")
-        return _output_layer_on_onednn(_thin(torch.ao.quantization.quantize_dynamic(model, names, dtype=torch.qint8)))
+        return _onednn_where_faster(_thin(torch.ao.quantization.quantize_dynamic(model, names, dtype=torch.qint8)))
