@@ -51,3 +51,22 @@ def test_the_expected_output_matches_the_input():
     x = torch.randn(32)
     mean = torch.stack([dropout(x, 0.3) for _ in range(4000)]).mean(0)
     torch.testing.assert_close(mean, x, atol=0.08, rtol=0.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_mask_in_the_activations_dtype_gives_the_boolean_masks_results_to_the_bit(dtype):
+    torch.manual_seed(4)
+    x = torch.randn(300, 70).to(dtype).requires_grad_()
+    w = torch.randn(300, 70).to(dtype)
+    torch.manual_seed(5)
+    keep = keep_mask(x.shape, 0.1)
+    torch.manual_seed(5)
+    assert torch.equal(keep_mask(x.shape, 0.1, dtype), keep.to(dtype))  # the same draws, the same mask
+    torch.manual_seed(5)
+    y = dropout(x, 0.1)
+    saved = y.grad_fn.saved_tensors[0]
+    assert saved.dtype == (dtype if dtype == torch.bfloat16 else torch.bool)  # two bytes, or one
+    y.backward(w)
+    scale = 1.0 / (1.0 - 0.1)
+    assert torch.equal(y, x.detach().mul(keep).mul_(scale))
+    assert torch.equal(x.grad, w.mul(keep).mul_(scale))
