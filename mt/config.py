@@ -67,7 +67,8 @@ class ModelConfig:
     n_head: int = 6
     d_model: int = 384
     d_ff: int | None = None  # default 4 * d_model
-    dropout: float = 0.0
+    dropout: float = 0.0  # of the embeddings, every sublayer's output and, unless set below, the attention weights
+    attention_dropout: float | None = None  # of the attention weights; default model.dropout
     bias: bool = True
     positions: Literal["learned", "sinusoidal", "marian"] = "learned"  # marian: sinusoids, all sines then all cosines
     tie_output: bool = True  # output projection shares the embedding matrix
@@ -255,8 +256,9 @@ def _check(cfg: Config, source: str) -> None:
         raise UserError(f"{source}: data.num_proc must be 0 (automatic) or a number of processes, got {d.num_proc}")
     if m.d_model % m.n_head:
         raise UserError(f"{source}: model.d_model ({m.d_model}) must be divisible by model.n_head ({m.n_head})")
-    if not 0.0 <= m.dropout < 1.0:
-        raise UserError(f"{source}: model.dropout must be in [0, 1), got {m.dropout}")
+    for key, p in (("dropout", m.dropout), ("attention_dropout", m.attention_dropout)):
+        if p is not None and not 0.0 <= p < 1.0:
+            raise UserError(f"{source}: model.{key} must be in [0, 1), got {p}")
     if t.lr <= 0 or t.warmup_steps < 0:
         raise UserError(f"{source}: train.lr must be positive and train.warmup_steps non-negative")
     if m.arch in ("gpt", "bigram") and not d.corpus:
@@ -348,7 +350,7 @@ def load_config(path: str | Path, overrides: list[str] = (), device: str | None 
 
 # Keys a fine-tuning recipe may set in the sections it takes from train.init_from: they regularise
 # training and leave the weights' shape and the tokenizer alone.
-FREE_UNDER_INIT = {"model.dropout", "tokenizer.sampling_alpha", "tokenizer.max_pairs"}
+FREE_UNDER_INIT = {"model.dropout", "model.attention_dropout", "tokenizer.sampling_alpha", "tokenizer.max_pairs"}
 
 
 def init_source(init_from: str, source: str = "train.init_from") -> tuple[Path, Path]:

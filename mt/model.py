@@ -142,9 +142,10 @@ class Attention(nn.Module):
     matmul, cross-attention splits it into its query rows and key/value rows.
     """
 
-    def __init__(self, d_model: int, n_head: int, dropout: float, bias: bool):
+    def __init__(self, d_model: int, n_head: int, dropout: float, bias: bool, attention_dropout: float | None = None):
         super().__init__()
-        self.n_head, self.d_model, self.dropout = n_head, d_model, dropout
+        self.n_head, self.d_model = n_head, d_model
+        self.dropout = dropout if attention_dropout is None else attention_dropout  # of the attention weights
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
         self.resid_dropout = Dropout(dropout)
@@ -233,11 +234,13 @@ def _residual(x, sublayer, norm: nn.Module, post_norm: bool, **kwargs):
 class Block(nn.Module):
     """Residual block: self-attention then feed-forward, pre- or post-LayerNorm."""
 
-    def __init__(self, d_model, n_head, d_ff, dropout, bias, activation="gelu", post_norm=False):
+    def __init__(
+        self, d_model, n_head, d_ff, dropout, bias, activation="gelu", post_norm=False, attention_dropout=None
+    ):
         super().__init__()
         self.post_norm = post_norm
         self.ln_attn = nn.LayerNorm(d_model, bias=bias)
-        self.attn = Attention(d_model, n_head, dropout, bias)
+        self.attn = Attention(d_model, n_head, dropout, bias, attention_dropout)
         self.ln_ff = nn.LayerNorm(d_model, bias=bias)
         self.ff = FeedForward(d_model, d_ff, dropout, bias, activation)
 
@@ -249,10 +252,12 @@ class Block(nn.Module):
 class DecoderBlock(Block):
     """A block with cross-attention to the encoder memory between self-attention and feed-forward."""
 
-    def __init__(self, d_model, n_head, d_ff, dropout, bias, activation="gelu", post_norm=False):
-        super().__init__(d_model, n_head, d_ff, dropout, bias, activation, post_norm)
+    def __init__(
+        self, d_model, n_head, d_ff, dropout, bias, activation="gelu", post_norm=False, attention_dropout=None
+    ):
+        super().__init__(d_model, n_head, d_ff, dropout, bias, activation, post_norm, attention_dropout)
         self.ln_cross = nn.LayerNorm(d_model, bias=bias)
-        self.cross = Attention(d_model, n_head, dropout, bias)
+        self.cross = Attention(d_model, n_head, dropout, bias, attention_dropout)
 
     def forward(self, x, memory, memory_mask, cache: tuple[KVCache, KVCache] | None = None):
         self_cache, cross_cache = cache if cache is not None else (None, None)
@@ -361,6 +366,7 @@ class GPT(nn.Module):
         bias,
         positions="learned",
         activation="gelu",
+        attention_dropout=None,
     ):
         super().__init__()
         self.block_size = block_size
@@ -372,7 +378,10 @@ class GPT(nn.Module):
             dropout,
             scale=math.sqrt(d_model) if positions == "sinusoidal" else 1.0,
         )
-        self.blocks = nn.ModuleList(Block(d_model, n_head, d_ff, dropout, bias, activation) for _ in range(n_layer))
+        self.blocks = nn.ModuleList(
+            Block(d_model, n_head, d_ff, dropout, bias, activation, attention_dropout=attention_dropout)
+            for _ in range(n_layer)
+        )
         self.ln_out = nn.LayerNorm(d_model, bias=bias)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.head.weight = self.embed.tokens.weight
@@ -424,12 +433,14 @@ class Transformer(nn.Module):
         activation="gelu",
         scale_embeddings=True,
         logits_bias=False,
+        attention_dropout=None,
     ):
         super().__init__()
         self.max_len, self.n_head = max_len, n_head
         scale = math.sqrt(d_model) if scale_embeddings else 1.0
         self.embed = Embedding(vocab_size, max_len, d_model, positions, dropout, scale=scale)
-        layer = dict(d_ff=d_ff, dropout=dropout, bias=bias, activation=activation, post_norm=norm == "post")
+        layer = dict(d_ff=d_ff, dropout=dropout, attention_dropout=attention_dropout, bias=bias, activation=activation)
+        layer["post_norm"] = norm == "post"
         # Module order = parameter order, which sets the summation order of the gradient-clipping
         # norm: keep each final LayerNorm right after its stack, as trained runs have them.
         final_norm = (lambda: nn.Identity()) if norm == "post" else (lambda: nn.LayerNorm(d_model, bias=bias))
@@ -493,6 +504,7 @@ def build_model(cfg: Config, vocab_size: int) -> nn.Module:
         d_model=m.d_model,
         d_ff=m.d_ff or 4 * m.d_model,
         dropout=m.dropout,
+        attention_dropout=m.attention_dropout,
         bias=m.bias,
         positions=m.positions,
         activation=m.activation,

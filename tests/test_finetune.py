@@ -101,8 +101,10 @@ def test_recipe_keys_that_disagree_with_the_starting_run_are_refused(run_dir, tm
         load_config(recipe, ["model.d_model=64"])
     with pytest.raises(UserError, match=r"tokenizer\.vocab_size is 100 here"):
         load_config(recipe, ["tokenizer.vocab_size=100"])
-    cfg = load_config(recipe, ["model.dropout=0.3", "model.d_model=32"])  # dropout may change; agreeing is fine
-    assert cfg.model.dropout == 0.3 and cfg.model.d_model == 32 and cfg.model.n_head == 2
+    cfg = load_config(
+        recipe, ["model.dropout=0.3", "model.attention_dropout=0.0", "model.d_model=32"]
+    )  # dropouts may change
+    assert (cfg.model.dropout, cfg.model.attention_dropout, cfg.model.d_model, cfg.model.n_head) == (0.3, 0.0, 32, 2)
     with pytest.raises(UserError, match="train.init_from: .* does not exist"):
         load_config(recipe, [f"train.init_from={tmp_path / 'nowhere'}"])
     with pytest.raises(UserError, match="needs 201 positions but the model has model.max_positions"):

@@ -148,6 +148,8 @@ def test_the_import_command_writes_a_run_that_translates(marian_dir, tmp_path):
     assert made.returncode == 0, made.stderr
     saved = (tmp_path / "run" / "config.yaml").read_text()
     assert "norm: post" in saved and "src_lang: fr" in saved and "kind: marian" in saved
+    # Marian's own rates: dropout on the sublayers, none on the attention weights (config.json's default)
+    assert "dropout: 0.1" in saved and "attention_dropout: 0.0" in saved
     translated = cli("mt.translate", "--model", str(tmp_path / "run"), "le chat noir", "la maison")
     assert translated.returncode == 0, translated.stderr
     assert len(translated.stdout.splitlines()) == 2

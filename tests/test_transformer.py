@@ -392,3 +392,22 @@ def test_next_token_scores_in_slices_of_rows_change_no_output(monkeypatch):
         assert [i for s in cut for i in range(s.start, s.stop)] == list(range(cut[-1].stop))
     for (out_a, score_a), (out_b, score_b) in zip(whole, sliced):
         assert out_a == out_b and torch.allclose(score_a, score_b, rtol=0, atol=1e-5)
+
+
+def test_the_attention_weights_have_a_dropout_rate_of_their_own():
+    from mt.config import load_config
+    from mt.model import Attention, build_model
+
+    def rates(model):
+        found = [m for m in model.modules() if isinstance(m, Attention)]
+        return {(a.dropout, a.resid_dropout.p) for a in found}, len(found)
+
+    assert rates(tiny(dropout=0.3)) == ({(0.3, 0.3)}, 6)  # unset: the weights take model.dropout
+    assert rates(tiny(dropout=0.3, attention_dropout=0.0)) == ({(0.0, 0.3)}, 6)
+    cfg = load_config("recipes/fr_en.yaml", ["model.dropout=0.2", "model.attention_dropout=0.05"])
+    assert rates(build_model(cfg, V))[0] == {(0.05, 0.2)}
+    # Only the attention weights dropped: training-mode outputs vary, eval-mode ones do not.
+    model, src, tgt = tiny(attention_dropout=0.5), ids([5, 6, 7, 8, END]), ids([START, 9, 10])
+    assert torch.equal(model(src, tgt), model(src, tgt))
+    model.train()
+    assert not torch.equal(model(src, tgt), model(src, tgt))

@@ -142,6 +142,7 @@ def run_config(config: dict, languages: tuple[str, str], vocab_size: int, out: P
         d_model=config["d_model"],
         d_ff=config["encoder_ffn_dim"],
         dropout=float(config.get("dropout", 0.1)),
+        attention_dropout=float(config.get("attention_dropout", 0.0)),  # OPUS-MT: none on the attention weights
         bias=True,
         positions="marian",
         tie_output=config.get("tie_word_embeddings", True),
