@@ -95,8 +95,8 @@ def test_on_a_gpu_each_slice_of_the_loss_is_one_pass(monkeypatch):
     """A GPU takes the loss GPU_HEAD_ROWS rows a slice, each slice in one elementwise pass: about
     forty launches a slice, where the CPU's cache-sized passes make over a thousand in all. The
     GPU rule runs here through _chunk_rows, since this machine may have no GPU."""
-    assert mt.loss._chunk_rows(torch.device("cuda"), 4096) == 4096
-    assert mt.loss._chunk_rows(torch.device("cpu"), 4096) == mt.loss.CHUNK_ROWS
+    assert mt.loss._chunk_rows(torch.device("cuda"), 4096, 11) == 4096
+    assert mt.loss._chunk_rows(torch.device("cpu"), 4096, 11) == mt.loss.CHUNK_ROWS
     torch.manual_seed(0)
     states, head = torch.randn(9000, 8, requires_grad=True), torch.nn.Linear(8, 11)
     targets = torch.randint(1, 11, (9000,))
@@ -104,7 +104,7 @@ def test_on_a_gpu_each_slice_of_the_loss_is_one_pass(monkeypatch):
     launches, rule = {}, mt.loss._chunk_rows
     for layout, rows in (("cpu", mt.loss.HEAD_ROWS), ("cuda", mt.loss.GPU_HEAD_ROWS)):
         with monkeypatch.context() as patch:
-            patch.setattr(mt.loss, "_chunk_rows", lambda _device, n, kind=torch.device(layout): rule(kind, n))
+            patch.setattr(mt.loss, "_chunk_rows", lambda _device, n, v, kind=torch.device(layout): rule(kind, n, v))
             patch.setattr(mt.loss, "_mostly_real_rows", lambda x, t: (x, t))  # a GPU keeps every row
             with OperationCount() as counted:
                 loss = head_loss(states, head, targets, 0.1, rows=rows)
@@ -171,3 +171,11 @@ def test_compiled_training_does_not_recompile_for_every_batch_shape():
         src, tgt, targets = _batch(sentences, length)
         compiled(src, tgt, targets=targets, label_smoothing=0.1).backward()
     assert counter.frame_count <= 3 < len(shapes)
+
+
+def test_on_a_cpu_a_larger_vocabulary_takes_fewer_rows_a_pass():
+    """About CHUNK_ELEMENTS logits a pass (8 MB of fp32), never more than CHUNK_ROWS rows nor fewer than 8."""
+    cpu, rows = torch.device("cpu"), mt.loss._chunk_rows
+    assert rows(cpu, 1024, 8000) == rows(cpu, 1024, 16384) == mt.loss.CHUNK_ROWS == 128  # the 8k recipes: as tuned
+    assert rows(cpu, 1024, 59514) == 35  # OPUS-MT's vocabulary
+    assert rows(cpu, 1024, 10**6) == 8
