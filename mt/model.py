@@ -439,8 +439,14 @@ class Transformer(nn.Module):
         self.max_len, self.n_head = max_len, n_head
         scale = math.sqrt(d_model) if scale_embeddings else 1.0
         self.embed = Embedding(vocab_size, max_len, d_model, positions, dropout, scale=scale)
-        layer = dict(d_ff=d_ff, dropout=dropout, attention_dropout=attention_dropout, bias=bias, activation=activation)
-        layer["post_norm"] = norm == "post"
+        layer = dict(
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            bias=bias,
+            activation=activation,
+            post_norm=norm == "post",
+        )
         # Module order = parameter order, which sets the summation order of the gradient-clipping
         # norm: keep each final LayerNorm right after its stack, as trained runs have them.
         final_norm = (lambda: nn.Identity()) if norm == "post" else (lambda: nn.LayerNorm(d_model, bias=bias))
