@@ -4,12 +4,14 @@ a fixed number of steps, the revisions alternated round after round.
 
     python bench/train_speed.py --rev 486655e --rev .              # an old commit against the working tree
     python bench/train_speed.py --rev HEAD --rev . --rounds 3 train.precision=fp32
+    python bench/train_speed.py --rev "ONEDNN_PRIMITIVE_CACHE_CAPACITY=64 ." --rev .   # settings, as a shell sets them
 
 For each run: the median of the progress bar's tokens/s readings (one every train.log_every steps)
 from step --skip on, so the first steps' kernel and allocator warm-up count in neither, and the
 peak resident memory of the training process. Then per revision the median over rounds and its
 ratio to the first revision. A revision other than "." (the working tree) is checked out into a
-temporary git worktree. Needs the corpora (downloaded, or MT_DATA_MIRROR). Writes
+temporary git worktree. NAME=VALUE words before a revision set environment variables for its runs,
+so one tree can be compared with itself under other settings. Needs the corpora (downloaded, or MT_DATA_MIRROR). Writes
 bench/results/train_speed.json.
 """
 
@@ -35,11 +37,19 @@ def readings(progress: str, skip: int) -> list[float]:
     return [float(m[2].replace(",", "")) for m in found if m and int(m[1]) >= skip]
 
 
-def run_once(tree: Path, args, out_dir: Path) -> dict:
+def split_spec(spec: str) -> tuple[str, dict[str, str]]:
+    """'REV' or 'NAME=VALUE ... REV': the revision, and the environment settings for its runs."""
+    words = spec.split()
+    if not words or "=" in words[-1] or not all("=" in word for word in words[:-1]):
+        sys.exit(f"--rev {spec!r}: expected NAME=VALUE words before one revision")
+    return words[-1], dict(word.split("=", 1) for word in words[:-1])
+
+
+def run_once(tree: Path, args, out_dir: Path, settings: dict[str, str] | None = None) -> dict:
     """One training run of the tree's own code; its tokens/s and peak RSS (MB)."""
     command = [sys.executable, "-m", "mt.train", args.recipe, f"train.max_steps={args.steps}"]
     command += ["train.eval_every=1000000", "train.report=false", f"out_dir={out_dir}", *args.overrides]
-    env = {**os.environ, "PYTHONPATH": str(tree)}  # the tree's mt, not the installed one
+    env = {**os.environ, **(settings or {}), "PYTHONPATH": str(tree)}  # the tree's mt, not the installed one
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)  # reaps the child with its own rusage (peak RSS)
@@ -77,7 +87,11 @@ def summarise(runs: dict[str, list[dict]], revs: list[str]) -> list[dict]:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("overrides", nargs="*", help="recipe overrides for every run, key=value")
-    p.add_argument("--rev", action="append", help="a git revision, or . for the working tree (repeatable)")
+    p.add_argument(
+        "--rev",
+        action="append",
+        help="a git revision, or . for the working tree, optionally after NAME=VALUE settings (repeatable)",
+    )
     p.add_argument("--recipe", default="recipes/fr_en.yaml")
     p.add_argument("--steps", type=int, default=70)
     p.add_argument("--skip", type=int, default=20, help="ignore readings before this step")
@@ -88,13 +102,15 @@ def main(argv=None):
     hardware = describe(pick_device("cpu"))
     print(f"{args.recipe}, {args.steps} steps a run: {hardware}", file=sys.stderr)
     runs = {rev: [] for rev in revs}
+    specs = {spec: split_spec(spec) for spec in revs}
     with tempfile.TemporaryDirectory() as tmp:
-        trees = {rev: checkout(rev, Path(tmp)) for rev in revs}
+        trees = {rev: checkout(rev, Path(tmp)) for rev in {rev for rev, _ in specs.values()}}
         try:
             for round_ in range(args.rounds):
-                for i, rev in enumerate(revs):
-                    runs[rev].append(run_once(trees[rev], args, Path(tmp) / f"run-{i}-{round_}"))
-                    print(f"round {round_ + 1}, {rev}: {runs[rev][-1]}", file=sys.stderr)
+                for i, spec in enumerate(revs):
+                    rev, settings = specs[spec]
+                    runs[spec].append(run_once(trees[rev], args, Path(tmp) / f"run-{i}-{round_}", settings))
+                    print(f"round {round_ + 1}, {spec}: {runs[spec][-1]}", file=sys.stderr)
         finally:
             for tree in trees.values():
                 if tree != REPO:

@@ -134,6 +134,18 @@ def test_train_speed_reads_a_progress_bar():
     assert readings("no bar here", 0) == []
 
 
+def test_train_speed_takes_settings_before_a_revision():
+    spec = importlib.util.spec_from_file_location("train_speed", "bench/train_speed.py")
+    train_speed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train_speed)
+
+    assert train_speed.split_spec("HEAD~2") == ("HEAD~2", {})
+    assert train_speed.split_spec("A=1 B=x=y .") == (".", {"A": "1", "B": "x=y"})
+    for bad in ("", "A=1 HEAD .", "A=1"):
+        with pytest.raises(SystemExit, match="NAME=VALUE"):
+            train_speed.split_spec(bad)
+
+
 @pytest.mark.slow
 def test_train_speed_compares_a_revision_with_the_working_tree(tmp_path):
     """bench/train_speed.py on a tiny model: HEAD (in a git worktree) and the working tree, one
@@ -147,6 +159,8 @@ def test_train_speed_compares_a_revision_with_the_working_tree(tmp_path):
         "HEAD",
         "--rev",
         ".",
+        "--rev",
+        "OMP_NUM_THREADS=1 .",  # the working tree again, under a setting of its own
         "--steps",
         "6",
         "--skip",
@@ -157,7 +171,7 @@ def test_train_speed_compares_a_revision_with_the_working_tree(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     revisions = json.loads(out.read_text())["revisions"]
-    assert [r["rev"] for r in revisions] == ["HEAD", "."] and revisions[0]["ratio"] == 1.0
+    assert [r["rev"] for r in revisions] == ["HEAD", ".", "OMP_NUM_THREADS=1 ."] and revisions[0]["ratio"] == 1.0
     for r in revisions:
         (run,) = r["runs"]
         assert run["tokens_per_s"] > 0 and run["peak_rss_mb"] > 100  # torch alone is over 200 MB
