@@ -11,8 +11,8 @@ from step --skip on, so the first steps' kernel and allocator warm-up count in n
 peak resident memory of the training process. Then per revision the median over rounds and its
 ratio to the first revision. A revision other than "." (the working tree) is checked out into a
 temporary git worktree. NAME=VALUE words before a revision set environment variables for its runs,
-so one tree can be compared with itself under other settings. Needs the corpora (downloaded, or MT_DATA_MIRROR). Writes
-bench/results/train_speed.json.
+so one tree can be compared with itself under other settings. Needs the corpora (downloaded, or
+MT_DATA_MIRROR). Writes bench/results/train_speed.json.
 """
 
 import argparse

@@ -122,10 +122,16 @@ def test_profile_step_times_the_step_with_the_trainers_memory_settings(tmp_path,
     assert [r["precision"] for r in json.loads((tmp_path / "p.json").read_text())["rows"]] == ["fp32", "bf16"]
 
 
-def test_train_speed_reads_a_progress_bar():
+def load_train_speed():
+    """bench/train_speed.py as a module (bench/ is not a package)."""
     spec = importlib.util.spec_from_file_location("train_speed", "bench/train_speed.py")
     train_speed = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(train_speed)
+    return train_speed
+
+
+def test_train_speed_reads_a_progress_bar():
+    train_speed = load_train_speed()
     readings = train_speed.readings
 
     bar = "  5/70 [00:09<01:51, tok_s=1,100]\r 10/70 [00:17<01:40, loss=5.1, tok_s=1,805]\r"
@@ -135,9 +141,7 @@ def test_train_speed_reads_a_progress_bar():
 
 
 def test_train_speed_takes_settings_before_a_revision():
-    spec = importlib.util.spec_from_file_location("train_speed", "bench/train_speed.py")
-    train_speed = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(train_speed)
+    train_speed = load_train_speed()
 
     assert train_speed.split_spec("HEAD~2") == ("HEAD~2", {})
     assert train_speed.split_spec("A=1 B=x=y .") == (".", {"A": "1", "B": "x=y"})
