@@ -254,7 +254,11 @@ def main(argv=None) -> int:
             longest = ready + args.budget * 60
             window = (0.5 * ready, ready + 0.75 * args.budget * 60)
             landed, saved = run_killed(budgeted, folder / "killed", args.kills, window, env, rng, args.processes)
-            plan = load_checkpoint(folder / "killed" / "last.pt")["planned_steps"]
+            last = load_checkpoint(folder / "killed" / "last.pt")
+            if last.get("plan_anchor"):  # steps alone cannot give the straight run that schedule
+                step = last["plan_anchor"][0]
+                raise SystemExit(f"the killed runs' pace changed, and they made their plan again at step {step}")
+            plan = last["planned_steps"]
             train_args = [a for a in train_args if not a.startswith("train.max_steps=")] + [f"train.max_steps={plan}"]
             print(f"the {args.budget} min budget became a plan of {plan} steps")
         began = time.monotonic()

@@ -319,7 +319,8 @@ def test_the_budgets_limit_stops_a_real_run_that_slowed_and_resume_finds_it_fini
         clock.tick = 1.0  # from here on the machine is far slower than warm-up said
 
     monkeypatch.setattr(StopPolicy, "_plan", plan_then_slow_down)
-    budget = ["train.max_minutes=0.05", "train.max_steps=100000", "train.eval_every=5"]
+    # no regular evaluation before the limit: the check there would make the plan again first
+    budget = ["train.max_minutes=0.05", "train.max_steps=100000", "train.eval_every=1000"]
     run_train(tmp_path / "run", *budget)
     err = capsys.readouterr().err
     planned = int(err.split(" plans ")[1].split()[0])
@@ -370,6 +371,81 @@ def test_a_second_training_into_the_same_run_is_refused_until_the_first_ends(toy
     assert (tmp_path / "run" / "last.pt").is_file()
     with open(tmp_path / "run" / ".lock") as f:  # and the finished run released its own
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_a_plan_the_pace_since_has_proved_wrong_is_made_again_and_the_rate_does_not_jump(capsys):
+    """Regular evaluations check the plan against the pace measured since it was made; 2% (30 s at
+    least) off the budget, it is made again, and the cosine goes on from where it was."""
+    from mt.config import TrainConfig
+    from mt.training.distributed import World
+    from mt.training.optim import lr_at
+    from mt.training.run_dir import RunState
+    from mt.training.stopping import StopFlag, StopPolicy
+
+    tc = TrainConfig(max_minutes=100, max_steps=100_000, warmup_steps=30, eval_every=50, lr=1e-3, min_lr=1e-4)
+    state = RunState()
+    policy = StopPolicy(tc, World(), torch.device("cpu"), StopFlag(), state)
+    policy.after_step(30, 30.0, 1.0)
+    policy.after_evaluation(30, 0, 40.0, 10.0)
+    first = 30 + int((6000 - 40 - 10) / 1.2)
+    assert state.planned_steps == first
+    # 20 steps at the plan's 1 s and an evaluation of 10 s: on course, kept
+    assert policy.after_evaluation(50, 0, 40.0 + 20 + 10, 10.0) is None
+    assert state.planned_steps == first and state.plan_anchor is None
+    assert policy.after_evaluation(51, 0, 500.0, 10.0) is None and state.planned_steps == first  # not regular
+    # 50 more at 1.5 s: 95 s over 70 steps since the plan, 1.357 s a step, would end far past 100 min
+    lr_before = lr_at(100, tc, first)
+    assert policy.after_evaluation(100, 0, 70.0 + 75 + 10, 10.0) is None
+    replanned = 100 + int((6000 - 155 - 10) / (95 / 70 + 10 / 50))
+    assert state.planned_steps == replanned < first
+    assert f"the {first} steps planned would end at" in capsys.readouterr().err
+    assert state.plan_anchor[0] == 100
+    assert lr_at(100, tc, replanned, state.plan_anchor) == pytest.approx(lr_before)  # no jump
+    assert lr_at(replanned, tc, replanned, state.plan_anchor) == pytest.approx(1e-4)  # and it still anneals
+    rates = [lr_at(s, tc, replanned, state.plan_anchor) for s in range(100, replanned + 1, 50)]
+    assert rates == sorted(rates, reverse=True)
+    # a resumed run measures from its first regular evaluation, past the steps that allocate
+    resumed = StopPolicy(tc, World(), torch.device("cpu"), StopFlag(), state)
+    assert resumed.after_evaluation(150, 0, 5000.0, 10.0) is None and state.planned_steps == replanned
+
+
+def test_a_run_that_slows_makes_its_plan_again_ends_in_its_budget_and_resumes_exactly(
+    toy_text_corpus, tmp_path, monkeypatch, capsys
+):
+    """The first plan is made at warm-up's pace; the steps then run at another, so the evaluation
+    after it makes the plan again. The run ends at the new plan, inside its budget, and a run
+    interrupted after the new plan and resumed ends with the same weights."""
+    from mt.training import trainer
+    from mt.training.stopping import StopPolicy
+
+    clock = TickingClock(2.0)
+    monkeypatch.setattr(trainer, "time", clock)
+    plan = StopPolicy._plan
+
+    def plan_then_change_pace(self, *args, **kwargs):
+        plan(self, *args, **kwargs)
+        clock.tick = 2.5  # warm-up's second half is no guide to what follows
+
+    monkeypatch.setattr(StopPolicy, "_plan", plan_then_change_pace)
+    budget = ["train.max_minutes=30", "train.max_steps=100000", "train.eval_every=20"]
+    run_train(tmp_path / "straight", *budget)
+    err = capsys.readouterr().err
+    first, again = (int(part.split()[0]) for part in err.split(" plans ")[1:3])
+    assert again != first and "so at step 20 it plans" in err
+    straight = load_checkpoint(tmp_path / "straight" / "last.pt")
+    assert straight["step"] == straight["planned_steps"] == again and straight["plan_anchor"][0] == 20
+    assert abs(straight["elapsed_s"] - 1800) < 36  # within 2% of the budget
+    clock.tick = 2.0
+    with monkeypatch.context() as m:
+        interrupt_after(m, 30)
+        with pytest.raises(SystemExit):
+            run_train(tmp_path / "resumed", *budget)
+    assert load_checkpoint(tmp_path / "resumed" / "last.pt")["planned_steps"] == again
+    run_train(tmp_path / "resumed", *budget, "--resume")
+    resumed = load_checkpoint(tmp_path / "resumed" / "last.pt")
+    assert resumed["step"] == again and resumed["plan_anchor"] == straight["plan_anchor"]
+    for name, tensor in resumed["model"].items():
+        assert torch.equal(tensor, straight["model"][name]), name
 
 
 def test_cosine_schedule_ends_at_the_planned_step():

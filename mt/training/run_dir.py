@@ -62,6 +62,7 @@ class RunState:
     best: float | None = None  # the best validation score so far
     bad_evals: int = 0  # evaluations since it last improved
     planned_steps: int | None = None  # what a time budget became (mt.training.stopping)
+    plan_anchor: tuple[int, float] | None = None  # where a re-made plan took over the cosine (mt.training.optim)
 
     def record(self, score: float, higher_is_better: bool) -> bool:
         """Count an evaluation's score; returns whether it improved on the best (then it is the best)."""

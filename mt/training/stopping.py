@@ -1,23 +1,32 @@
 """When training stops, decided in one place: the step limit, the time budget, patience, or Ctrl-C.
 
-A time budget (`train.max_minutes`) becomes a step plan once, at the end of warm-up: the steps
-left are what the budget has left at the pace of warm-up's second half (the first steps allocate
-and, under `train.compile`, recompile for new batch shapes), less the evaluations to come. So
-that their cost is known, not guessed, the run evaluates once right there and times it (on the fr_en
-CPU block about 7.5 s each: left out of the plan, eight of them were a minute of one run's 2.9-minute
-overrun of its 20). The plan is saved with the run, so the learning-rate schedule and
-the stop follow steps, not the clock, and `--resume` ends exactly where an uninterrupted run with
-the same plan ends.
+A time budget (`train.max_minutes`) becomes a step plan at the end of warm-up: the steps left are
+what the budget has left at the pace of warm-up's second half (the first steps allocate and, under
+`train.compile`, recompile for new batch shapes), less the evaluations to come. So that their cost
+is known, not guessed, the run evaluates once right there and times it (on the fr_en CPU block
+about 7.5 s each: left out of the plan, eight of them were a minute of one run's 2.9-minute overrun
+of its 20). The plan is saved with the run, so the learning-rate schedule and the stop follow
+steps, not the clock, and `--resume` ends exactly where an uninterrupted run with the same plan ends.
 
-A plan assumes the machine keeps the pace of warm-up. Where it slows afterwards (a laptop that
-throttles, a virtual machine whose neighbours wake up: one 9-minute char-GPT run took 636 s), the
-budget is still a limit: past it by 5% (30 s at least, so that a plan's usual few seconds of
-overrun never cut a run short) the run stops at the step it is on, evaluates, and is finished;
-such a stop follows the clock, so it is the one case `--resume` cannot replay.
+Warm-up's pace is a short sample: on the general recipe's two-hour CPU run (Xeon with AMX) it said
+0.474 s a step, and the steps after it took 0.51-0.59 s, evaluations 33-46 s against the 32.5 s
+timed, so the plan ran 6% over. So every regular evaluation checks the plan against what this
+process has measured since the plan's evaluation (or since its first evaluation after a resume):
+where finishing the plan at that pace would end further from the budget than 2% (30 s at least),
+the plan is made again from there, and the cosine spreads what it had left over the new steps (the
+anchor saved with the plan), so the learning rate does not jump. A steady machine keeps its first
+plan, and then `--resume` replays the run exactly; a re-made plan is saved as well, and a run
+resumed after it follows it.
+
+Where the machine slows between checks (a laptop that throttles, a virtual machine whose neighbours
+wake up: one 9-minute char-GPT run took 636 s), the budget is still a limit: past it by 5% (30 s at
+least, so that a plan's usual few seconds of overrun never cut a run short) the run stops at the
+step it is on, evaluates, and is finished; such a stop follows the clock, so it is the one case
+`--resume` cannot replay.
 
 Under torchrun every rank must stop at the same step, so the decisions that depend on one rank's
-clock or signal are compared across ranks (the plan is rank 0's), and only at steps where a sync
-happens anyway.
+clock or signal are compared across ranks (plans and checks are rank 0's), and only at steps where
+a sync happens anyway.
 """
 
 from __future__ import annotations
@@ -29,9 +38,12 @@ import torch
 
 from mt.config import TrainConfig
 from mt.training import distributed
+from mt.training.optim import cosine_progress
 
 OVERRUN_SHARE = 0.05  # how far past train.max_minutes a plan may run before the clock stops it
 OVERRUN_MIN_S = 30.0  # ...and never less than this, so short budgets keep their plans
+REPLAN_SHARE = 0.02  # how far from the budget a plan may be projected to end before it is made again
+REPLAN_MIN_S = 30.0  # ...and never less than this: a steady machine keeps its plan, and resumes replay it
 
 
 class StopFlag:
@@ -62,6 +74,26 @@ def expected_last_step(step: int, pace_s: float | None, seconds_left: float, max
     return max(step, min(max_steps, step + int(max(seconds_left, 0.0) / pace_s)))
 
 
+class PaceSincePlan:
+    """What this process has measured since the evaluation its plan was made at (after a resume: its
+    first evaluation, past the steps that allocate): training seconds a step, seconds an evaluation."""
+
+    def __init__(self, step: int, elapsed_s: float, evaluation_s: float):
+        self.step, self.elapsed_s = step, elapsed_s
+        self.evaluations = [evaluation_s]  # the mark's own evaluation counts for their mean...
+        self.evaluations_since_s = 0.0  # ...but was over before the mark
+
+    def add_evaluation(self, seconds: float) -> None:
+        self.evaluations.append(seconds)
+        self.evaluations_since_s += seconds
+
+    def step_s(self, step: int, elapsed_s: float) -> float:
+        return (elapsed_s - self.elapsed_s - self.evaluations_since_s) / max(step - self.step, 1)
+
+    def evaluation_s(self) -> float:
+        return sum(self.evaluations) / len(self.evaluations)
+
+
 class StopPolicy:
     """Reads the recipe's stopping rules; `after_step` and `after_evaluation` say whether and why to
     stop. `state` is the run's RunState: the step plan is kept in it."""
@@ -74,6 +106,7 @@ class StopPolicy:
         self.plan_at = max(tc.warmup_steps, 2)  # the cosine starts here: it needs to know its end;
         # and at least one step after the first (which allocates and compiles) is timed
         self.plan_pending, self.pace_s = False, None  # warm-up is over: an evaluation, then the plan
+        self.since: PaceSincePlan | None = None  # what regular evaluations check the plan against
 
     def total_steps(self) -> int:
         """Where training will stop: max_steps, or the plan a time budget became."""
@@ -121,34 +154,60 @@ class StopPolicy:
             return "out of time" if self.state.planned_steps is not None and step < self.tc.max_steps else "done"
         return None
 
-    def _plan(self, step: int, elapsed_s: float, pace_s: float | None, evaluation_s: float) -> None:
+    def _plan(self, step: int, elapsed_s: float, pace_s: float | None, evaluation_s: float, was=None, projected_s=0.0):
         """Turn what is left of the budget into steps at `pace_s` a step plus `evaluation_s` every
-        `eval_every` steps and once at the end (none left, or no pace: stop now)."""
+        `eval_every` steps and once at the end (none left, or no pace: stop now). `was`: the plan
+        this one replaces, which would have ended at `projected_s` of training."""
         steps, every = step, self.tc.eval_every
         if pace_s and pace_s > 0:
             left = max(self.budget_s - elapsed_s - evaluation_s, 0.0)
             steps = step + int(left / (pace_s + evaluation_s / every))
         steps = int(distributed.from_main(self.world, min(steps, self.tc.max_steps), self.device))
         self.state.planned_steps = max(steps, step)
-        if self.world.is_main:
+        if not self.world.is_main:
+            return
+        pace = f"{pace_s or 0:.3f} s a step and {evaluation_s:.1f} s an evaluation every {every} steps"
+        planned = self.state.planned_steps
+        if was is None:
+            print(f"time budget: {self.tc.max_minutes:g} min at {pace} plans {planned} steps", file=sys.stderr)
+        else:
             print(
-                f"time budget: {self.tc.max_minutes:g} min at {pace_s or 0:.3f} s a step and {evaluation_s:.1f} s "
-                f"an evaluation every {every} steps plans {self.state.planned_steps} steps",
+                f"time budget: since its plan the run has taken {pace}; the {was} steps planned would "
+                f"end at {projected_s / 60:.1f} min, so at step {step} it plans {planned}",
                 file=sys.stderr,
             )
 
     def after_evaluation(self, step: int, bad_evals: int, elapsed_s: float, evaluation_s: float) -> str | None:
-        """The plan, where it waited for this evaluation (rank 0's timing decides); then 'out of
-        time' where no step is left, or 'no improvement' once `train.patience` evaluations in a row
-        have not improved (rank 0 decides)."""
+        """The plan, where it waited for this evaluation (rank 0's timing decides), or its check at a
+        regular evaluation; then 'out of time' where no step is left, or 'no improvement' once
+        `train.patience` evaluations in a row have not improved (rank 0 decides)."""
         if self.plan_pending:
             self.plan_pending = False
             self._plan(step, elapsed_s, self.pace_s, evaluation_s)
-            if done := self.steps_done(step):
-                return done
+            self.since = PaceSincePlan(step, elapsed_s, evaluation_s)
+        elif self.state.planned_steps is not None and step % self.tc.eval_every == 0 and step < self.total_steps():
+            self._check_plan(step, elapsed_s, evaluation_s)
+        if done := self.steps_done(step):
+            return done
         patience = self.tc.patience
         stop = self.world.is_main and patience is not None and bad_evals >= patience
         return "no improvement" if distributed.any_rank(self.world, stop, self.device) else None
+
+    def _check_plan(self, step: int, elapsed_s: float, evaluation_s: float) -> None:
+        """Make the plan again where the pace since it was made says it would end more than 2% (30 s
+        at least) from the budget; the cosine goes on from where it is (`state.plan_anchor`)."""
+        if self.since is None:  # resumed: measure from here
+            self.since = PaceSincePlan(step, elapsed_s, evaluation_s)
+            return
+        self.since.add_evaluation(evaluation_s)
+        step_s, evaluation_s = self.since.step_s(step, elapsed_s), self.since.evaluation_s()
+        was = self.total_steps()
+        projected = elapsed_s + evaluation_s + (was - step) * (step_s + evaluation_s / self.tc.eval_every)
+        off = abs(projected - self.budget_s) > max(REPLAN_SHARE * self.budget_s, REPLAN_MIN_S)
+        if distributed.from_main(self.world, float(off), self.device):
+            progress = cosine_progress(step, self.tc, was, self.state.plan_anchor)
+            self._plan(step, elapsed_s, step_s, evaluation_s, was, projected)
+            self.state.plan_anchor = (step, progress)
 
     def message(self, reason: str) -> str:
         minutes = self.tc.max_minutes

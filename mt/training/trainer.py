@@ -153,7 +153,8 @@ def _build_run(cfg: Config, world: distributed.World, device: torch.device, resu
     model.load_state_dict(ckpt["model"])
     optimizer.load_state_dict(ckpt["optimizer"])
     task.load_state_dict(ckpt["task"])
-    state = RunState(ckpt["step"], ckpt["elapsed_s"], ckpt["best"], ckpt["bad_evals"], ckpt.get("planned_steps"))
+    keys = ("planned_steps", "plan_anchor")  # absent from checkpoints of runs without a budget's plan
+    state = RunState(ckpt["step"], ckpt["elapsed_s"], ckpt["best"], ckpt["bad_evals"], *map(ckpt.get, keys))
     return task, model, optimizer, state
 
 
@@ -237,6 +238,7 @@ class Trainer:
             "best": s.best,
             "bad_evals": s.bad_evals,
             "planned_steps": s.planned_steps,
+            "plan_anchor": s.plan_anchor,
             "config": self.cfg.to_dict(),
         }
 
@@ -367,7 +369,7 @@ class Trainer:
             self.model.train()
             reason = policy.steps_done(s.step)  # None, or a resumed run that had already ended
             while reason is None:
-                lr = lr_at(s.step, tc, policy.total_steps())
+                lr = lr_at(s.step, tc, policy.total_steps(), s.plan_anchor)
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
                 torch.manual_seed(step_seed(self.cfg.seed, world.rank, s.step))  # dropout: resumable, per rank
