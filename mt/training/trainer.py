@@ -386,18 +386,25 @@ class Trainer:
                 if reason == "interrupted":
                     return self._interrupted(bar)
                 if policy.evaluation_due(s.step) or reason:
-                    started, compete = time.monotonic(), s.step % tc.eval_every == 0 or reason is not None
-                    if world.is_main:
-                        self.metrics = self._evaluate(bar, lr, since_eval, metrics_file, compete)
-                    evaluation_s = time.monotonic() - started
-                    reason = policy.after_evaluation(s.step, s.bad_evals, self.elapsed(), evaluation_s) or reason
-                    if world.is_main:  # after the metrics row (a resume trims what last.pt does not cover)
-                        save_checkpoint(self.cfg.run_dir / LAST, self.checkpoint_state())  # with the plan
+                    reason = self._evaluation(bar, lr, since_eval, metrics_file, policy, reason)
                     since_eval.reset()
                     since_log.reset()  # evaluation time is not training time
             bar.close()
             self.log(policy.message(reason), file=sys.stderr)
         return False
+
+    def _evaluation(self, bar, lr: float, since_eval: Meter, metrics_file, policy: StopPolicy, reason):
+        """Evaluate (rank 0), tell the stop policy how long it took (a plan waits for it, or is
+        checked by it), and save last.pt with the plan; returns why to stop, if anything says so."""
+        s, world = self.state, self.world
+        started, compete = time.monotonic(), s.step % self.tc.eval_every == 0 or reason is not None
+        if world.is_main:
+            self.metrics = self._evaluate(bar, lr, since_eval, metrics_file, compete)
+        evaluation_s = time.monotonic() - started
+        reason = policy.after_evaluation(s.step, s.bad_evals, self.elapsed(), evaluation_s) or reason
+        if world.is_main:  # after the metrics row (a resume trims what last.pt does not cover)
+            save_checkpoint(self.cfg.run_dir / LAST, self.checkpoint_state())
+        return reason
 
     def _log(self, bar, lr: float, loss, grad_norm, since_log: Meter, pace: Pace, policy: StopPolicy) -> None:
         s = self.state
