@@ -38,7 +38,5 @@ def lr_at(step: int, cfg: TrainConfig, total_steps: int | None = None, anchor: A
 def cosine_progress(step: int, cfg: TrainConfig, total_steps: int | None, anchor: Anchor | None) -> float:
     """How far along the cosine `step` is, from 0 at the end of warm-up to 1 at `total_steps`."""
     end = cfg.max_steps if total_steps is None else total_steps
-    if anchor is None:
-        return min(1.0, (step - cfg.warmup_steps) / max(1, end - cfg.warmup_steps))
-    from_step, from_progress = anchor
+    from_step, from_progress = anchor or (cfg.warmup_steps, 0.0)  # a first plan starts at warm-up's end
     return min(1.0, from_progress + (1.0 - from_progress) * (step - from_step) / max(1, end - from_step))

@@ -154,7 +154,15 @@ class StopPolicy:
             return "out of time" if self.state.planned_steps is not None and step < self.tc.max_steps else "done"
         return None
 
-    def _plan(self, step: int, elapsed_s: float, pace_s: float | None, evaluation_s: float, was=None, projected_s=0.0):
+    def _plan(
+        self,
+        step: int,
+        elapsed_s: float,
+        pace_s: float | None,
+        evaluation_s: float,
+        was: int | None = None,
+        projected_s: float = 0.0,
+    ) -> None:
         """Turn what is left of the budget into steps at `pace_s` a step plus `evaluation_s` every
         `eval_every` steps and once at the end (none left, or no pace: stop now). `was`: the plan
         this one replaces, which would have ended at `projected_s` of training."""
