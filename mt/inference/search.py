@@ -352,10 +352,9 @@ def beam_search(
     max_len: int | None = None,
     n_best: int = 1,
 ) -> tuple[list[list[list[int]]], torch.Tensor]:
-    """Batched beam search. Hypotheses ending among the `beam` best candidates are finished, scored
-    by log-probability / length penalty; a sentence is done when its n-th best finished score beats
-    every live beam at the current length, and then leaves the batch. With beam 1 this is greedy.
-    Returns each sentence's `n_best` outputs (ids without <END>), best first, and their (B, N) scores."""
+    """Batched beam search: hypotheses ending among the `beam` best candidates finish, scored by
+    log-probability / length penalty; a sentence leaves the batch when its n-th best finished score
+    beats every live beam. Returns each sentence's `n_best` ids (no <END>), best first, and (B, N) scores."""
     k, device, b = beam, src.device, src.size(0)
     limits = output_limits(src, _max_positions(models), max_len)  # (B,)
     steps = int(limits.max())
@@ -365,8 +364,7 @@ def beam_search(
     sent = torch.arange(b, device=device)  # the original index of each live sentence
     tokens = torch.full((b, 1), START, dtype=torch.long, device=device)  # all beams start alike: step 0 runs once
     history = torch.full((b * k, steps), PAD, dtype=torch.long, device=device)
-    scores = torch.full((b, k), float("-inf"), device=device)
-    scores[:, 0] = 0.0  # the first step's candidates all extend beam 0
+    scores = torch.zeros((b, 1), device=device)  # one beam a sentence until the first step has run
     done = torch.zeros(b, dtype=torch.bool, device=device)
     first_k = torch.arange(2 * k, device=device) < k  # (2K,)
     check_every = _finished_every(device)
@@ -380,14 +378,13 @@ def beam_search(
         top_scores, origin, token = _best_extensions(scores[:, :width], top_logp, top_tokens, 2 * k)  # (n, 2K) each
         ended = token == END
         lp = _length_penalty(t + 1, length_penalty)
-        final = ended & first_k & ~done[:, None] & top_scores.isfinite()
-        _add_finished(finished, final, top_scores, lp, history, origin, t)
+        _add_finished(finished, ended & first_k & ~done[:, None], top_scores, lp, history, origin, t)
         scores, keep = torch.where(ended, float("-inf"), top_scores).topk(k, dim=1)  # (n, K): the K that go on
         done |= finished.scores[:, -1] >= scores[:, 0] / lp
         rows, new_tokens = origin.gather(1, keep), token.gather(1, keep)  # (n, K): the beams they extend
         if width == k and device.type == "cpu":  # beams in their parents' rows: the caches move fewer
             order = _in_parent_rows(rows)
-            scores, rows, new_tokens = scores.gather(1, order), rows.gather(1, order), new_tokens.gather(1, order)
+            scores, rows, new_tokens = (x.gather(1, order) for x in (scores, rows, new_tokens))
         live = None
         if (t + 1) % check_every == 0:
             n_done = int(done.sum())
@@ -427,8 +424,9 @@ def _in_parent_rows(rows: torch.Tensor) -> torch.Tensor:
 
 
 def _add_finished(finished: _Finished, final, top_scores, lp: float, history, origin, t: int) -> None:
-    """Candidates (n, 2K) that end here (`final`) join their sentences' finished hypotheses,
-    scored by log-probability / length penalty `lp`."""
+    """Candidates (n, 2K) that end here (`final`, where their score is finite) join their
+    sentences' finished hypotheses, scored by log-probability / length penalty `lp`."""
+    final = final & top_scores.isfinite()
     if history.device.type == "cpu" and not bool(final.any()):  # most steps finish nothing; reading that is free on CPU
         return
     candidates = history[origin.view(-1)].view(*final.shape, history.size(1))
