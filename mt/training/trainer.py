@@ -393,7 +393,9 @@ class Trainer:
             self.log(policy.message(reason), file=sys.stderr)
         return False
 
-    def _evaluation(self, bar, lr: float, since_eval: Meter, metrics_file, policy: StopPolicy, reason):
+    def _evaluation(
+        self, bar, lr: float, since_eval: Meter, metrics_file, policy: StopPolicy, reason: str | None
+    ) -> str | None:
         """Evaluate (rank 0), tell the stop policy how long it took (a plan waits for it, or is
         checked by it), and save last.pt with the plan; returns why to stop, if anything says so."""
         s, world = self.state, self.world
