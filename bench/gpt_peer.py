@@ -2,6 +2,8 @@
 
     python bench/gpt_peer.py                     # mt in fp32 and in bf16 (where native) against the peer in fp32
     python bench/gpt_peer.py --blocks 60 --block-steps 10 --precision fp32
+    python bench/gpt_peer.py --compile mt        # mt's model through torch.compile, as train.compile=true
+    TORCHINDUCTOR_CPP_WRAPPER=1 python bench/gpt_peer.py --compile both   # both compiled, C++ wrappers
 
 Both models have nanoGPT's README CPU configuration (4 layers, 4 heads, 128 dims, block 64, batch
 12, no dropout, no biases, tied embeddings) and train on the same random batches, so they do the
@@ -10,6 +12,9 @@ loss, fused AdamW and gradient clipping, under the trainer's memory settings and
 The peer is a plain PyTorch GPT as nanoGPT describes it: one fused query/key/value projection,
 PyTorch's fused causal attention, GELU MLP, cross-entropy over the logits, AdamW with decay on
 matrices only (not fused on a CPU, as nanoGPT chooses there), gradient clipping at 1.0.
+`--compile mt` passes mt's model through `torch.compile`, as `train.compile=true` does, against the
+peer as nanoGPT's README runs it on a CPU (`--compile=False`); `--compile both` compiles the peer's
+model too (nanoGPT's default). The first steps, untimed, compile.
 
 The steps alternate in blocks (mt then peer, then peer then mt), so a virtual machine that changes
 speed mid-run slows both alike; the result is the median over blocks of each block's own ratio
@@ -87,16 +92,17 @@ def peer_optimizer(model: nn.Module, weight_decay: float, lr: float, beta2: floa
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, beta2))
 
 
-def mt_step(cfg, precision: str):
+def mt_step(cfg, precision: str, compiled: bool):
     """mt's char GPT and one training step of it, as the trainer takes it with one micro-batch."""
     device, tc = torch.device("cpu"), cfg.train
     model = build_model(cfg, CHARS + 4).train()
     optimizer = make_optimizer(model, tc)
+    forward = torch.compile(model) if compiled else model  # the trainer compiles the model, not the loss
 
     def step(x, y):
         with keep_weight_casts(device, precision):
             with autocast(device, precision):
-                loss = token_loss(model(x), y)
+                loss = token_loss(forward(x), y)
             loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         optimizer.step()
@@ -105,13 +111,14 @@ def mt_step(cfg, precision: str):
     return model, step
 
 
-def peer_step(cfg):
+def peer_step(cfg, compiled: bool):
     m, tc = cfg.model, cfg.train
     model = PeerGPT(CHARS, cfg.data.block_size, m.n_layer, m.n_head, m.d_model).train()
     optimizer = peer_optimizer(model, tc.weight_decay, tc.lr, tc.beta2)
+    forward = torch.compile(model) if compiled else model
 
     def step(x, y):
-        model(x, y).backward()
+        forward(x, y).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -156,6 +163,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--blocks", type=int, default=60, help="alternations of the two (default 60)")
     ap.add_argument("--block-steps", type=int, default=10, help="steps each takes per block (default 10)")
     ap.add_argument("--precision", choices=["fp32", "bf16", "both"], default="both", help="mt's precision")
+    ap.add_argument(
+        "--compile", choices=["none", "mt", "both"], default="none", help="models through torch.compile (default none)"
+    )
     ap.add_argument("--out", default="bench/results/gpt_peer.json")
     args = ap.parse_args(argv)
 
@@ -169,11 +179,11 @@ def main(argv=None) -> dict:
     batches = [
         tuple(torch.randint(CHARS, (2, b, t), generator=generator).unbind()) for _ in range(args.block_steps * 4)
     ]
-    peer_model, peer = peer_step(cfg)
+    peer_model, peer = peer_step(cfg, compiled=args.compile == "both")
     rows = []
     for precision in precisions:
         torch.manual_seed(cfg.seed)
-        mt_model, mine = mt_step(cfg, precision)
+        mt_model, mine = mt_step(cfg, precision, compiled=args.compile != "none")
         row = {"mt_precision": precision, "peer_precision": "fp32"}
         row |= compare(mine, peer, batches, args.blocks, args.block_steps)
         print(
@@ -184,6 +194,7 @@ def main(argv=None) -> dict:
     result = {
         "hardware": describe(device),
         "shape": f"{cfg.model.n_layer} layers, {cfg.model.d_model} dims, batch {b} x {t}",
+        "compiled": args.compile,
         "params": {"mt": parameters(mt_model), "peer": parameters(peer_model)},
         "blocks": args.blocks,
         "block_steps": args.block_steps,

@@ -335,6 +335,24 @@ def test_gpt_peer_compares_like_for_like_models_in_one_process(tmp_path):
     assert low <= row["speedup"] <= high
 
 
+@pytest.mark.parametrize("setting, expected", [("none", set()), ("mt", {"GPT"}), ("both", {"GPT", "PeerGPT"})])
+def test_gpt_peer_compiles_the_models_its_option_names(monkeypatch, tmp_path, setting, expected):
+    """--compile mt passes mt's model alone through torch.compile (recorded here, not compiled, to
+    keep the test fast); both adds the peer's; each compiled model is the one its steps run."""
+    gpt_peer = load_gpt_peer()
+    compiled, ran = [], set()
+
+    def record(module):
+        compiled.append(type(module).__name__)
+        return lambda *args: ran.add(type(module).__name__) or module(*args)
+
+    monkeypatch.setattr(torch, "compile", record)
+    argv = ["--blocks", "2", "--block-steps", "1", "--precision", "fp32", "--compile", setting]
+    result = gpt_peer.main([*argv, "--out", str(tmp_path / "peer.json")])
+    assert set(compiled) == expected == ran and len(compiled) == len(expected)
+    assert result["compiled"] == setting
+
+
 def test_gpt_peer_trains_its_model():
     """The peer's step is a real training step: its loss on a repeated batch falls."""
     gpt_peer = load_gpt_peer()
