@@ -35,7 +35,8 @@ from torch import nn
 
 from mt.bench import CPU_GPT
 from mt.config import load_config
-from mt.hardware import autocast, describe, keep_weight_casts, uses_bf16
+from mt.errors import cli_entry
+from mt.hardware import autocast, describe, keep_weight_casts, require_cpp_compiler, uses_bf16
 from mt.loss import token_loss
 from mt.model import build_model
 from mt.training.optim import make_optimizer
@@ -158,6 +159,7 @@ def compare(mine, peer, batches, blocks: int, block_steps: int) -> dict:
     }
 
 
+@cli_entry
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--blocks", type=int, default=60, help="alternations of the two (default 60)")
@@ -171,6 +173,8 @@ def main(argv=None) -> dict:
 
     cfg = load_config("recipes/shakespeare_char.yaml", [*CPU_GPT, "train.device=cpu"])
     device = torch.device("cpu")
+    if args.compile != "none":
+        require_cpp_compiler(device, f"--compile {args.compile}")
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
     precisions = [p for p in precisions if p == "fp32" or uses_bf16(device, p)]
     settle_memory(device, "bf16" if "bf16" in precisions else "fp32")

@@ -24,7 +24,14 @@ import torch
 
 from mt.config import load_config
 from mt.errors import UserError, cli_entry
-from mt.hardware import autocast, describe, memory_efficient_attention_while, pick_device, uses_bf16
+from mt.hardware import (
+    autocast,
+    describe,
+    memory_efficient_attention_while,
+    pick_device,
+    require_cpp_compiler,
+    uses_bf16,
+)
 from mt.inference.search import beam_search, greedy_or_sample
 from mt.loss import token_loss
 from mt.model import Transformer, build_model
@@ -306,6 +313,8 @@ def print_tables(result: dict, decode_shape: str) -> None:
 def main(argv=None):
     args = parse_args(argv)
     device = pick_device(args.device)
+    if args.compile:
+        require_cpp_compiler(device, "--compile")
     on_gpu = device.type == "cuda"
     torch.manual_seed(0)
     steps = 3 if args.quick else 20

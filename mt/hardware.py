@@ -30,6 +30,28 @@ def pick_device(name: str) -> torch.device:
     return device
 
 
+def require_cpp_compiler(device: torch.device, setting: str) -> None:
+    """torch.compile builds C++ kernels for a CPU (inductor) and finds out at the first step that no
+    compiler works, in a long traceback; say so in one line before anything runs. `setting` names
+    what asked for compiling."""
+    if device.type != "cpu":
+        return
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+        from torch._inductor.exc import InvalidCxxCompiler
+    except ImportError:  # a PyTorch that moved them: torch.compile reports it in its own words
+        return
+    try:
+        get_cpp_compiler()
+    except InvalidCxxCompiler:
+        cxx = os.environ.get("CXX")
+        tried = f"CXX={cxx}" if cxx else "g++; CXX names another"
+        raise UserError(
+            f"{setting} on a CPU needs a C++ compiler for torch.compile's kernels, and none works here "
+            f"({tried}): install one (Debian: apt-get install g++) or train without compiling"
+        ) from None
+
+
 def prefer_memory_efficient_attention(device: torch.device) -> None:
     """On CUDA, SDPA's memory-efficient kernel for the translation model's short, masked sentences:
     whole Transformer-base training steps (bf16, 800 x 32 and 1,152 x 16 target tokens) ran 5-10%

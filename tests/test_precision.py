@@ -10,7 +10,16 @@ import pytest
 import torch
 
 from mt.data.batching import collate
-from mt.hardware import IDEEP_ENTRIES, ONEDNN_KERNELS, autocast, bound_onednn_kernels, cpu_has_bf16, uses_bf16
+from mt.errors import UserError
+from mt.hardware import (
+    IDEEP_ENTRIES,
+    ONEDNN_KERNELS,
+    autocast,
+    bound_onednn_kernels,
+    cpu_has_bf16,
+    require_cpp_compiler,
+    uses_bf16,
+)
 from mt.loss import token_loss
 from mt.model import GPT, Transformer
 
@@ -71,6 +80,36 @@ def test_compiled_transformer_matches_eager_on_changing_shapes():
         (a, grads_a), (b, grads_b) = loss_and_grads(eager, batch), loss_and_grads(compiled, batch)
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-5), (a, b)
         assert all(torch.allclose(x, y, rtol=1e-4, atol=1e-5) for x, y in zip(grads_a, grads_b))
+
+
+def test_compiling_on_a_cpu_without_a_cpp_compiler_is_one_line_before_the_run_starts(tmp_path, capsys):
+    """Inductor needs a C++ compiler for CPU kernels and would find out at the first step, in a long
+    traceback: `mt.train ... train.compile=true` says so in one line, before a run directory exists."""
+    import torch._inductor.config as inductor
+
+    from mt import train as train_module
+
+    recipe = ["recipes/shakespeare_char.yaml", "train.device=cpu", "train.compile=true", f"out_dir={tmp_path}/run"]
+    with inductor.patch({"cpp.cxx": (None, str(tmp_path / "no-such-g++"))}), pytest.raises(SystemExit) as stop:
+        train_module.main(recipe)
+    assert stop.value.code == 2 and not (tmp_path / "run").exists()
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: train.compile=true on a CPU needs a C++ compiler") and "apt-get install g++" in line
+
+
+def test_a_working_cpp_compiler_or_a_gpu_passes_the_compile_check(tmp_path):
+    """Any program that answers `--version` counts, as it does for inductor; a GPU needs none."""
+    import torch._inductor.config as inductor
+
+    compiler = tmp_path / "fake-g++"
+    compiler.write_text("#!/bin/sh\necho 'fake g++ 1.0'\n")
+    compiler.chmod(0o755)
+    with inductor.patch({"cpp.cxx": (None, str(compiler))}):
+        require_cpp_compiler(torch.device("cpu"), "train.compile=true")
+    with inductor.patch({"cpp.cxx": (None, str(tmp_path / "no-such-g++"))}):
+        require_cpp_compiler(torch.device("cuda"), "train.compile=true")
+        with pytest.raises(UserError, match="^--compile on a CPU"):
+            require_cpp_compiler(torch.device("cpu"), "--compile")
 
 
 def test_bf16_autocast_keeps_the_loss_near_fp32():

@@ -26,6 +26,7 @@ from mt.hardware import (
     inference_precision,
     keep_weight_casts,
     pick_device,
+    require_cpp_compiler,
     uses_bf16,
 )
 from mt.model import build_model
@@ -66,7 +67,10 @@ def train(cfg: Config, resume: bool = False) -> dict:
     (the step limit, the budget, patience, Ctrl-C, a user error, an exception): the trainer closes
     its data threads and then its writers, then the process group is destroyed, then the run lock
     is released, so that no second training can start in the directory before this one is done."""
-    world, device = distributed.init(pick_device(cfg.train.device))
+    device = pick_device(cfg.train.device)
+    if cfg.train.compile:  # before the process group, which an error here would leave behind
+        require_cpp_compiler(device, "train.compile=true")
+    world, device = distributed.init(device)
     settle_memory(device, cfg.train.precision)
     lock = RunLock(cfg.run_dir)
     try:
