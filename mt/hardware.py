@@ -30,26 +30,30 @@ def pick_device(name: str) -> torch.device:
     return device
 
 
-def require_cpp_compiler(device: torch.device, setting: str) -> None:
-    """torch.compile builds C++ kernels for a CPU (inductor) and finds out at the first step that no
-    compiler works, in a long traceback; say so in one line before anything runs. `setting` names
-    what asked for compiling."""
-    if device.type != "cpu":
-        return
+def cpp_compiler() -> str | None:
+    """The C++ compiler torch.compile (inductor) would build CPU kernels with (its own search: CXX,
+    else g++), or None where none works. A PyTorch that keeps the search elsewhere is not checked."""
     try:
         from torch._inductor.cpp_builder import get_cpp_compiler
         from torch._inductor.exc import InvalidCxxCompiler
-    except ImportError:  # a PyTorch that moved them: torch.compile reports it in its own words
-        return
+    except ImportError:  # torch.compile then reports a missing compiler in its own words
+        return "(not checked)"
     try:
-        get_cpp_compiler()
+        return get_cpp_compiler()
     except InvalidCxxCompiler:
+        return None
+
+
+def require_cpp_compiler(device: torch.device, setting: str) -> None:
+    """torch.compile finds out at the first step, in a long traceback, that no C++ compiler works for
+    a CPU's kernels; say so in one line before anything runs. `setting` names what asked to compile."""
+    if device.type == "cpu" and cpp_compiler() is None:
         cxx = os.environ.get("CXX")
         tried = f"CXX={cxx}" if cxx else "g++; CXX names another"
         raise UserError(
             f"{setting} on a CPU needs a C++ compiler for torch.compile's kernels, and none works here "
             f"({tried}): install one (Debian: apt-get install g++) or train without compiling"
-        ) from None
+        )
 
 
 def prefer_memory_efficient_attention(device: torch.device) -> None:
@@ -167,3 +171,6 @@ if __name__ == "__main__":  # what mt's commands run on here: `python -m mt.hard
     device = pick_device("auto")
     print(f"{describe(device)}; training precision {'bf16' if uses_bf16(device, 'auto') else 'fp32'}")
     print(f"memory allocator: {allocator.report()}")
+    if device.type == "cpu":
+        compiler = cpp_compiler()
+        print(f"torch.compile (train.compile=true): C++ compiler {compiler or 'none works here; install g++ for it'}")

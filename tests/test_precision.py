@@ -22,6 +22,7 @@ from mt.hardware import (
 )
 from mt.loss import token_loss
 from mt.model import GPT, Transformer
+from tests.conftest import cli
 
 V = 40
 
@@ -110,6 +111,18 @@ def test_a_working_cpp_compiler_or_a_gpu_passes_the_compile_check(tmp_path):
         require_cpp_compiler(torch.device("cuda"), "train.compile=true")
         with pytest.raises(UserError, match="^--compile on a CPU"):
             require_cpp_compiler(torch.device("cpu"), "--compile")
+
+
+def test_mt_hardware_says_whether_train_compile_has_a_cpp_compiler_here(tmp_path):
+    """`python -m mt.hardware` names the compiler inductor would use on this CPU, or says none works."""
+    compiler = tmp_path / "fake-g++"
+    compiler.write_text("#!/bin/sh\necho 'fake g++ 1.0'\n")
+    compiler.chmod(0o755)
+    found = cli("mt.hardware", env={"CXX": str(compiler), "MT_ALLOCATOR": "system"})
+    assert found.returncode == 0, found.stderr
+    assert f"torch.compile (train.compile=true): C++ compiler {compiler}\n" in found.stdout
+    missing = cli("mt.hardware", env={"CXX": str(tmp_path / "no-such-g++"), "MT_ALLOCATOR": "system"})
+    assert "C++ compiler none works here; install g++ for it" in missing.stdout
 
 
 def test_bf16_autocast_keeps_the_loss_near_fp32():
