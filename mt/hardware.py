@@ -108,6 +108,12 @@ def uses_bf16(device: torch.device, precision: str) -> bool:
     return precision == "bf16"
 
 
+def emulated_bf16(device: torch.device, precision: str) -> bool:
+    """bf16 asked for by name on a CPU without bf16 units, where PyTorch emulates it: the fr_en cpu
+    block's step took 74 s there against 2.3 s in fp32 on the same AMD EPYC (docs/results.md)."""
+    return device.type == "cpu" and precision == "bf16" and not cpu_has_bf16()
+
+
 def inference_precision(device: torch.device) -> str:
     """Decoding runs in fp32 on CPU: its matmuls are small, so bf16 gains little there, and fp32 keeps
     translations identical from one CPU to the next. On CUDA it follows 'auto' (bf16)."""

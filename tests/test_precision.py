@@ -191,6 +191,30 @@ def test_training_in_bf16_on_cpu_through_the_cli(toy_text_corpus, tmp_path):
     assert all(math.isfinite(r["val_loss"]) for r in rows) and rows[1]["train_loss"] < rows[0]["train_loss"]
 
 
+@pytest.mark.parametrize("units", [True, False])
+def test_bf16_asked_for_on_a_cpu_without_bf16_units_warns_that_it_is_emulated(
+    toy_text_corpus, tmp_path, monkeypatch, capsys, units
+):
+    from mt import hardware
+    from mt import train as train_module
+
+    monkeypatch.setattr(hardware, "cpu_has_bf16", lambda: units)
+    tiny = ["model.n_layer=1", "model.n_head=2", "model.d_model=32", "data.block_size=16", "train.batch_size=4"]
+    steps = ["train.max_steps=2", "train.eval_every=2", "train.eval_batches=1", "train.max_minutes=null"]
+    recipe = ["recipes/shakespeare_char.yaml", *tiny, *steps, "train.device=cpu", "train.precision=bf16"]
+    train_module.main([*recipe, f"out_dir={tmp_path}/run"])
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    assert warnings == (
+        []
+        if units
+        else [
+            "warning: train.precision=bf16 on a CPU without bf16 units (AMX or AVX-512 BF16) is emulated, "
+            "some 30 times slower than fp32; train.precision=auto trains in fp32 here"
+        ]
+    )
+    assert (tmp_path / "run" / "last.pt").is_file()  # a warning, not a refusal: the run trained
+
+
 def test_bf16_training_on_a_cpu_bounds_onednn_kernels_unless_the_user_chose(monkeypatch):
     """oneDNN reads ONEDNN_PRIMITIVE_CACHE_CAPACITY, and ideep LRU_CACHE_CAPACITY, when they build
     their first kernel: bf16 training on a CPU sets both (mt.hardware.bound_onednn_kernels); fp32,

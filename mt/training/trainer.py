@@ -23,6 +23,7 @@ from mt.config import Config
 from mt.hardware import (
     autocast,
     bound_onednn_kernels,
+    emulated_bf16,
     inference_precision,
     keep_weight_casts,
     pick_device,
@@ -219,6 +220,12 @@ class Trainer:
             + f", {'bf16' if uses_bf16(device, self.tc.precision) else 'fp32'}{block}",
             file=sys.stderr,
         )
+        if emulated_bf16(device, self.tc.precision):
+            self.log(
+                "warning: train.precision=bf16 on a CPU without bf16 units (AMX or AVX-512 BF16) is emulated, "
+                "some 30 times slower than fp32; train.precision=auto trains in fp32 here",
+                file=sys.stderr,
+            )
         self.metrics: dict = {}  # the last evaluation's
         self.started = time.monotonic()
 
