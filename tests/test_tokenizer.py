@@ -1,9 +1,11 @@
 """Tokenizers: fixed special ids, round trips of French typography, save and load."""
 
 import numpy as np
+import pytest
 
 from mt.data.batching import collate
 from mt.data.tokenizer import END, PAD, START, UNK, CharTokenizer, SentencePieceTokenizer, load_tokenizer
+from mt.errors import UserError
 
 FRENCH = [
     "L’homme à la casquette regarde l'océan.",
@@ -58,3 +60,11 @@ def test_char_tokenizer(tmp_path):
     assert tok.encode("Z") == [UNK] and tok.unknown_chars("Zoé") == ["Z"]
     tok.save(tmp_path)
     assert load_tokenizer(tmp_path).encode(FRENCH[0]) == tok.encode(FRENCH[0])
+
+
+@pytest.mark.parametrize("vocab_size, hint", [(10, "larger"), (5000, "smaller")])
+def test_a_vocabulary_size_the_text_cannot_give_says_which_way_to_move_it(vocab_size, hint):
+    """Too few pieces for the text's distinct characters, or more than it can give: one line that
+    points the right way."""
+    with pytest.raises(UserError, match=f"SentencePiece training failed: .*\\(try a {hint} tokenizer.vocab_size\\)$"):
+        SentencePieceTokenizer.train((FRENCH + ENGLISH) * 20, vocab_size=vocab_size)

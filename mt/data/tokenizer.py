@@ -45,6 +45,15 @@ def clean(text: str) -> str:
 SPM_FILE = "tokenizer.model"
 
 
+def _vocab_size_hint(message: str) -> str:
+    """Which way to move tokenizer.vocab_size, where SentencePiece's refusal says."""
+    if "required_chars" in message:  # fewer pieces than the text has distinct characters
+        return " (try a larger tokenizer.vocab_size)"
+    if "too high" in message:  # more pieces than the text can give
+        return " (try a smaller tokenizer.vocab_size)"
+    return ""
+
+
 class CharTokenizer:
     """One token per character of the training text."""
 
@@ -122,7 +131,7 @@ class SentencePieceTokenizer:
                 minloglevel=2,
             )
         except RuntimeError as e:
-            raise UserError(f"SentencePiece training failed: {e} (try a smaller tokenizer.vocab_size)") from None
+            raise UserError(f"SentencePiece training failed: {e}{_vocab_size_hint(str(e))}") from None
         return cls(buffer.getvalue())
 
     @property
