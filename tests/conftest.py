@@ -1,7 +1,9 @@
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,17 @@ def isolated_data(tmp_path, monkeypatch):
     """Every test gets its own data folder, so nothing leaks into the repository's data/."""
     monkeypatch.setenv("MT_DATA_DIR", str(tmp_path / "data"))
     return tmp_path / "data"
+
+
+@pytest.fixture(autouse=True)
+def own_temporary_folder(monkeypatch):
+    """The commands a test starts keep their temporary files in a folder of the test's own, removed
+    after it: torchrun's agent alone left a log folder in /tmp per launch, a dozen a run of the suite.
+    A short path under the system's, since Chromium puts sockets there (108 characters at most)."""
+    folder = Path(tempfile.mkdtemp(prefix="mt-test-"))
+    monkeypatch.setenv("TMPDIR", str(folder))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -43,7 +43,9 @@ def distance(a, b):
 
 
 @pytest.mark.slow
-def test_two_gloo_processes_match_one_process_with_the_same_global_batch(toy_text_corpus, tmp_path):
+def test_two_gloo_processes_match_one_process_with_the_same_global_batch(
+    toy_text_corpus, tmp_path, own_temporary_folder
+):
     rng = random.Random(0)  # varied text, so that different batches give different gradients
     toy_text_corpus.write_text("".join(rng.choice("abcdefgh ijklmn\nopqrstu") for _ in range(20_000)))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -82,6 +84,7 @@ def test_two_gloo_processes_match_one_process_with_the_same_global_batch(toy_tex
     )
     assert two.returncode == 0, two.stderr[-3000:]
     assert "x 2 processes" in two.stderr
+    assert any(p.name.startswith("torchelastic_") for p in own_temporary_folder.iterdir())  # not in /tmp itself
     a, b = metrics(tmp_path / "one8"), metrics(tmp_path / "two")
     # The cpu block's time budget evaluates once more at the end of warm-up, to time its plan.
     assert [r["step"] for r in a] == [r["step"] for r in b] == [2, 4, 8]

@@ -1,6 +1,8 @@
 """The test suite's own setup: how it shares the machine when pytest-xdist runs it in several processes."""
 
 import os
+import subprocess
+import sys
 
 import torch
 from conftest import available_cores, share_the_cores_among_workers
@@ -22,3 +24,14 @@ def test_xdist_workers_each_take_a_share_of_the_cores(monkeypatch):
         assert os.environ["OMP_NUM_THREADS"] == str(max(1, cores // 2))  # what the commands tests start inherit
     finally:
         torch.set_num_threads(threads)
+
+
+def test_commands_the_tests_start_keep_their_temporary_files_in_the_tests_folder(own_temporary_folder):
+    child = subprocess.run(
+        [sys.executable, "-c", "import tempfile; print(tempfile.mkdtemp(prefix='probe_'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    made = child.stdout.strip()
+    assert os.path.dirname(made) == str(own_temporary_folder) and os.path.isdir(made)
