@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mt.checkpoint import save_checkpoint
 from mt.errors import UserError, cli_entry
+from mt.files import output_file
 from mt.training.averaging import SNAPSHOTS, average_checkpoints, snapshots
 
 
@@ -31,7 +32,7 @@ def main(argv=None):
             raise UserError(
                 f"{run_dir} holds {len(paths)} snapshot(s) in {SNAPSHOTS}/; train with train.average_last >= 2"
             )
-        out = Path(args.out) if args.out else run_dir / "averaged.pt"
+        out = output_file(args.out, "--out") if args.out else run_dir / "averaged.pt"
     else:
         paths = [Path(x) for x in args.paths]
         missing = [str(x) for x in paths if not x.is_file()]
@@ -39,7 +40,7 @@ def main(argv=None):
             raise UserError(f"no such checkpoint: {missing[0]}")
         if not args.out:
             raise UserError("give --out FILE for the averaged checkpoint")
-        out = Path(args.out)
+        out = output_file(args.out, "--out")
     averaged = average_checkpoints(paths)
     save_checkpoint(out, averaged)
     steps = ", ".join(str(s) for s in averaged["averaged_from"])

@@ -41,6 +41,20 @@ def read_lines(path: Path) -> list[str]:
         raise UserError(f"{path}: not a readable gzip file ({e})") from None
 
 
+def output_file(path: str | Path, flag: str) -> Path:
+    """A file a command will write when its work is done, checked before the work starts, so that
+    an hour of translation is not lost to a typo in a folder's name."""
+    path = Path(path)
+    folder = path.parent
+    if path.is_dir():
+        raise UserError(f"{flag} {path} is a folder; give a file name")
+    if not folder.is_dir():
+        raise UserError(f"{flag} {path}: no folder {folder}; create it first")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {path}: the folder {folder} is not writable")
+    return path
+
+
 def _fsync_dir(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY)
     try:
@@ -53,10 +67,10 @@ def atomic_write(path: Path, write: Callable[[str], None]) -> None:
     """Call write(temporary_name) for a file in `path`'s folder, flush it to disk, rename it over
     `path` and flush the folder, so that even a power loss leaves the old file or the new one. A
     write that fails (a full disk) leaves the old file as it was and is reported in one line."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    os.close(fd)
+    path, tmp = Path(path), None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        os.close(fd)
         write(tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
@@ -67,5 +81,5 @@ def atomic_write(path: Path, write: Callable[[str], None]) -> None:
             f"could not write {path} ({e.strerror or e}); the previous file, if any, is unchanged"
         ) from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from mt.errors import UserError, cli_entry, require_extra
+from mt.files import output_file
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
@@ -73,7 +74,7 @@ def main(argv=None):
     p.add_argument("--out", help="image file to write (default RUN_DIR/curves.png)")
     args = p.parse_args(argv)
     run_dir = Path(args.run_dir)
-    out = Path(args.out) if args.out else run_dir / "curves.png"
+    out = output_file(args.out, "--out") if args.out else run_dir / "curves.png"
     rows = read_metrics(run_dir)
     plot_curves(rows, out, f"{run_dir.name}: {len(rows)} evaluations, last at step {rows[-1]['step']}")
     print(f"curves in {out}")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from mt.errors import UserError, cli_entry
-from mt.files import atomic_write, read_lines, split_lines
+from mt.files import atomic_write, output_file, read_lines, split_lines
 from mt.flags import add_decoding_args, add_model_args, from_args, open_translator
 from mt.inference.attention_maps import cross_attention, save_heatmap, word_alignment
 from mt.inference.translator import Translator
@@ -92,6 +92,9 @@ def format_lines(lines, found, fmt: str, alignments=None) -> str:
 @cli_entry
 def main(argv=None):
     args = parse_args(argv)
+    for flag, path in (("--output", args.output), ("--attention", args.attention)):
+        if path:
+            output_file(path, flag)  # before the work, which a typo in a folder's name would waste
     translator = open_translator(args)
     options = from_args(args, translator.options)
     lines = read_input(args)

@@ -4,12 +4,14 @@ import errno
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.errors import UserError
+from mt.files import output_file
 
 
 class Payload:
@@ -62,3 +64,16 @@ def test_a_failed_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert load_checkpoint(path) == {"step": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]  # no temporary file left behind
+
+
+def test_a_write_into_a_missing_folder_is_one_line():
+    with pytest.raises(UserError, match=r"^could not write /no/such/folder/last.pt \(No such file or directory\)"):
+        save_checkpoint(Path("/no/such/folder/last.pt"), {"step": 1})
+
+
+def test_output_files_are_checked_before_the_work(tmp_path):
+    assert output_file(tmp_path / "out.en", "--output") == tmp_path / "out.en"
+    with pytest.raises(UserError, match=f"^--output {tmp_path}/missing/out.en: no folder {tmp_path}/missing; create"):
+        output_file(tmp_path / "missing" / "out.en", "--output")
+    with pytest.raises(UserError, match=f"^--out {tmp_path} is a folder; give a file name$"):
+        output_file(tmp_path, "--out")

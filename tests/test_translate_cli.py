@@ -150,6 +150,24 @@ def test_average_of_two_checkpoints_is_their_mean_and_translates(run_dir, tmp_pa
     assert refused.returncode == 2 and "train.average_last" in refused.stderr
 
 
+def test_output_into_a_missing_folder_is_refused_before_any_work(run_dir, tmp_path):
+    """--output, --attention and --out name files written at the end: a typo in the folder is one line
+    at the start (mt.translate does not even load its model: a missing one would be named otherwise)."""
+    missing, no_model = tmp_path / "no-folder", str(tmp_path / "no-model")
+    best = str(run_dir / "best.pt")
+    for command, flag, name, rest in [
+        ("mt.translate", "--output", "out.en", ["--model", no_model, "le chat"]),
+        ("mt.translate", "--attention", "a.png", ["--model", no_model, "le chat"]),
+        ("mt.plot", "--out", "curves.png", [str(run_dir)]),
+        ("mt.average", "--out", "avg.pt", [best, best]),
+    ]:
+        result = cli(command, *rest, flag, str(missing / name))
+        assert result.returncode == 2, (command, result.stderr)
+        expected = f"error: {flag} {missing / name}: no folder {missing}; create it first"
+        assert result.stderr.strip().splitlines() == [expected], command
+    assert not missing.exists()
+
+
 def test_validation_bleu_during_training_equals_evaluate_on_valid(run_dir):
     best_row = max(
         (json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()), key=lambda r: r["val_bleu"]
