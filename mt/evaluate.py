@@ -26,6 +26,8 @@ def load_test_set(args, cfg) -> tuple[list[str], list[str], str]:
         src, ref = read_lines(Path(args.src)), read_lines(Path(args.ref))
         if len(src) != len(ref):
             raise UserError(f"{args.src} has {len(src)} lines but {args.ref} has {len(ref)}")
+        if not src:
+            raise UserError(f"{args.src} holds no sentences to score")
         return src, ref, Path(args.src).stem
     spec = cfg.data.test if args.split == "test" else cfg.data.valid
     spec = spec[0] if isinstance(spec, list) and spec else spec  # several sets: the first (primary) one

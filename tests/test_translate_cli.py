@@ -67,6 +67,16 @@ def test_evaluate_prints_bleu_and_chrf(run_dir):
     assert (run_dir / "hyp.valid.beam2.txt").read_text().count("\n") == 400
 
 
+def test_evaluate_refuses_an_empty_test_set_in_one_line(run_dir, tmp_path):
+    (tmp_path / "empty.fr").write_text("")
+    (tmp_path / "empty.en").write_text("")
+    result = cli(
+        "mt.evaluate", "--model", str(run_dir), "--src", str(tmp_path / "empty.fr"), "--ref", str(tmp_path / "empty.en")
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [f"error: {tmp_path / 'empty.fr'} holds no sentences to score"]
+
+
 def test_no_model_says_how_to_train(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "mt.translate", "bonjour"], capture_output=True, text=True, cwd=tmp_path
