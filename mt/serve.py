@@ -9,6 +9,7 @@ to loopback unless --host says otherwise; Ctrl-C or SIGTERM finishes the request
 
 import argparse
 import dataclasses
+import socket
 
 from mt import __version__
 from mt.errors import UserError, cli_entry, require_extra
@@ -40,6 +41,24 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before the model loads: a port in use or an address this machine
+    does not have is one line at once, where uvicorn would log it after the model had loaded."""
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port must be between 0 and 65535 (0: any free port), got {port}")
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart need not wait out TIME_WAIT
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise UserError(
+            f"cannot listen on {host} port {port} ({e.strerror or e}); choose another --port or --host"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
 @cli_entry
 def main(argv=None):
     args = parse_args(argv)
@@ -47,9 +66,14 @@ def main(argv=None):
     limits = Limits(timeout_s=args.timeout, **{field: getattr(args, field) for field in FLAGS})
     if min(*dataclasses.astuple(limits), args.max_batch_tokens) <= 0 or args.batch_wait_ms < 0:
         raise UserError(f"{', '.join(FLAGS.values())}, --max-batch-tokens and --timeout must be positive")
+    sock = listen(args.host, args.port)
     app = create_app(args, limits)
-    print(f"mt {__version__}: serving on http://{args.host}:{args.port} (Ctrl-C to stop)", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=30)
+    port = sock.getsockname()[1]  # --port 0: the one the system gave
+    print(f"mt {__version__}: serving on http://{args.host}:{port} (Ctrl-C to stop)", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=30))
+    server.run(sockets=[sock])
+    if not server.started:  # the app failed while starting up, and uvicorn has logged why
+        raise SystemExit(3)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 batching of concurrent requests, a client that goes away, and a clean stop on SIGTERM."""
 
 import json
+import select
 import signal
 import socket
 import subprocess
@@ -185,6 +186,52 @@ def test_bad_server_flags_are_a_one_line_error():
         [sys.executable, "-m", "mt.serve", "--max-chars", "0"], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 2 and "must be positive" in result.stderr
+
+
+def test_a_port_in_use_or_out_of_range_is_one_line_before_the_model_loads(tmp_path):
+    """The socket is bound first: with a model that does not exist, the port is still what is named."""
+    no_model = str(tmp_path / "no-model")
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        for flags, start in [
+            (["--port", str(port)], f"error: cannot listen on 127.0.0.1 port {port} ("),
+            (["--port", "70000"], "error: --port must be between 0 and 65535 (0: any free port), got 70000"),
+        ]:
+            result = subprocess.run(
+                [sys.executable, "-m", "mt.serve", "--model", no_model, *flags],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            (line,) = result.stderr.strip().splitlines()
+            assert result.returncode == 2 and line.startswith(start), result.stderr
+
+
+def test_port_zero_serves_on_the_port_it_prints(run_dir):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mt.serve", "--model", str(run_dir), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], READY_S)
+        assert ready, "no 'serving on' line"
+        line = proc.stdout.readline()
+        url = line.split("serving on ", 1)[1].split()[0]
+        assert url.startswith("http://127.0.0.1:") and not url.endswith(":0"), line
+        deadline = time.monotonic() + READY_S
+        while True:  # the line comes before uvicorn accepts: wait for the first answer
+            try:
+                assert httpx.get(f"{url}/health", timeout=1).json() == {"status": "ready"}
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.1)
+    finally:
+        stop(proc)
 
 
 def test_hostile_requests_get_4xx_never_5xx_and_the_server_stays_well(run_dir):
