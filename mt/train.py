@@ -22,7 +22,7 @@ def _main(argv=None):
     parser.add_argument("recipe", help="path to a recipe, e.g. recipes/shakespeare_char.yaml")
     parser.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.max_steps=200")
     parser.add_argument("--resume", action="store_true", help="continue the run in out_dir from its last checkpoint")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # `RECIPE --resume key=value` too, not only flags last
     cfg = load_config(args.recipe, args.overrides)
     train(cfg, resume=args.resume)
 

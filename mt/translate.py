@@ -41,7 +41,7 @@ def parse_args(argv):
     p.add_argument("--head", type=int, help="attention head for --attention/--alignment (default: the mean of all)")
     add_model_args(p)
     add_decoding_args(p)
-    return p.parse_args(argv)
+    return p.parse_intermixed_args(argv)  # sentences before and after options alike
 
 
 def read_input(args) -> list[str]:

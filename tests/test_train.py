@@ -57,7 +57,7 @@ def test_resume_ends_where_an_uninterrupted_run_does(toy_text_corpus, tmp_path, 
     assert stop.value.code == 130
     half = load_checkpoint(tmp_path / "resumed" / "last.pt")
     assert 0 < half["step"] < 12
-    run_train(tmp_path / "resumed", "--resume")
+    train_module.main([RECIPE, "--resume", *TINY, f"out_dir={tmp_path / 'resumed'}"])  # a flag amid the overrides
     a = load_checkpoint(tmp_path / "straight" / "last.pt")
     b = load_checkpoint(tmp_path / "resumed" / "last.pt")
     assert a["step"] == b["step"] == 12

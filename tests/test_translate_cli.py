@@ -31,6 +31,8 @@ def test_arguments_file_and_stdin_agree_line_for_line(run_dir, tmp_path):
     assert (tmp_path / "out.txt").read_text() == from_args.stdout
     from_stdin = cli("mt.translate", "--model", str(run_dir), "--batch-size", "2", stdin="\n".join(LINES) + "\n")
     assert from_stdin.stdout == from_args.stdout
+    intermixed = cli("mt.translate", LINES[0], "--model", str(run_dir), *LINES[1:])  # sentences around options
+    assert intermixed.stdout == from_args.stdout, intermixed.stderr
     # each line translated alone gives the same as inside the batch: order is restored after sorting
     for line, expected in zip(LINES, out):
         assert Translator.load(run_dir).translate([line]) == [expected]
