@@ -23,6 +23,7 @@ from typing import Any, Literal, Union
 import yaml
 
 from mt.errors import UserError
+from mt.files import split_lines
 from mt.inference.decode_options import DecodeOptions
 
 # A corpus is a catalog name ("multi30k", "multi30k:test_2017_flickr") or a mapping handed to
@@ -288,16 +289,21 @@ def _check_shape(cfg: Config, source: str) -> None:
         )
 
 
-def _read_recipe(path: Path) -> dict:
-    if not path.is_file():
-        raise UserError(f"recipe '{path}' not found (recipes live in recipes/, e.g. recipes/shakespeare_char.yaml)")
+def _read_yaml(path: Path):
+    """A YAML file's content; invalid UTF-8 or YAML is one line that names the file and the line."""
+    text = "\n".join(split_lines(path.read_bytes(), str(path)))
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise UserError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
-    raw = raw or {}
+
+
+def _read_recipe(path: Path) -> dict:
+    if not path.is_file():
+        raise UserError(f"recipe '{path}' not found (recipes live in recipes/, e.g. recipes/shakespeare_char.yaml)")
+    raw = _read_yaml(path) or {}
     if not isinstance(raw, dict):
         raise UserError(f"{path}: a recipe must be a mapping of keys, got {type(raw).__name__}")
     return raw
@@ -372,7 +378,7 @@ def _inherit(cfg: Config, raw: dict, source: str) -> None:
     """Fine-tuning: the model and tokenizer sections become those of the run train.init_from names;
     a key the recipe states (in a section, a device block or an override) must agree with it."""
     run_dir, saved_path = init_source(cfg.train.init_from, source)
-    saved = config_from_dict(yaml.safe_load(saved_path.read_text(encoding="utf-8")), str(saved_path))
+    saved = config_from_dict(_read_yaml(saved_path), str(saved_path))
     if saved.model.arch == "transformer" and saved.model.max_positions is None:
         saved.model.max_positions = saved.data.max_len + 1  # its position table, whatever data.max_len is now
     if saved.model.arch == "gpt" and cfg.data.block_size != saved.data.block_size:

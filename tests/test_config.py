@@ -71,11 +71,18 @@ def test_cross_field_checks(tmp_path):
         (["{recipe}", "train.max_stepz=3"], "did you mean 'train.max_steps'"),
         (["{recipe}", "model.n_layer=two"], "model.n_layer: expected int"),
         (["{missing}"], "not found"),
+        (["{binary}"], "binary.yaml line 2: invalid UTF-8 (invalid start byte at byte 0); fix or re-encode it"),
+        (["{broken}"], "broken.yaml line 2: not valid YAML"),
+        (["{listed}"], "a recipe must be a mapping of keys, got list"),
     ],
 )
 def test_train_cli_config_errors_are_one_line(tmp_path, args, message):
     recipe = write(tmp_path, BASE)
-    argv = [a.format(recipe=recipe, missing=tmp_path / "nope.yaml") for a in args]
+    (tmp_path / "binary.yaml").write_bytes(b"name: x\n\xff\xfe\n")
+    (tmp_path / "broken.yaml").write_text("name: x\ntrain: [1\n")
+    (tmp_path / "listed.yaml").write_text("- name\n- x\n")
+    files = {name: tmp_path / f"{name}.yaml" for name in ("binary", "broken", "listed")}
+    argv = [a.format(recipe=recipe, missing=tmp_path / "nope.yaml", **files) for a in args]
     result = subprocess.run([sys.executable, "-m", "mt.train", *argv], capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stdout == ""
