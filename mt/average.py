@@ -24,7 +24,7 @@ def main(argv=None):
         "--last", type=int, default=5, help="with a run directory: how many of its last snapshots (default 5)"
     )
     p.add_argument("--out", help="where to write the average (default RUN_DIR/averaged.pt)")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)  # checkpoints before and after options alike
     if len(args.paths) == 1 and Path(args.paths[0]).is_dir():
         run_dir = Path(args.paths[0])
         paths = snapshots(run_dir)[-args.last :] if args.last > 0 else []

@@ -151,7 +151,7 @@ def test_average_of_two_checkpoints_is_their_mean_and_translates(run_dir, tmp_pa
         "model": {k: v + 0.01 * torch.randn_like(v) if v.is_floating_point() else v for k, v in a["model"].items()},
     }
     save_checkpoint(tmp_path / "b.pt", b)
-    result = cli("mt.average", str(run / "best.pt"), str(tmp_path / "b.pt"), "--out", str(run / "averaged.pt"))
+    result = cli("mt.average", str(run / "best.pt"), "--out", str(run / "averaged.pt"), str(tmp_path / "b.pt"))
     assert result.returncode == 0, result.stderr
     averaged = load_checkpoint(run / "averaged.pt")
     for name, tensor in a["model"].items():
