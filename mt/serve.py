@@ -55,7 +55,6 @@ def listen(host: str, port: int) -> socket.socket:
         raise UserError(
             f"cannot listen on {host} port {port} ({e.strerror or e}); choose another --port or --host"
         ) from None
-    sock.set_inheritable(True)
     return sock
 
 
