@@ -31,6 +31,7 @@ def _split_cross_projections(model: nn.Module) -> None:
 # layers (256 x 256 to 256 x 1,024): fbgemm 1.5-1.75x faster at 8 rows, oneDNN 1.1-1.9x at 192; int8
 # beam 5 over test_2016 3% faster in all (2026-11-27).
 AMX_ONEDNN_FROM_MACS = 6_000_000
+INT8_DOT_PRODUCTS = {"avx512_vnni", "avx_vnni", "amx_int8"}  # CPU flags of exact int8 multiply-adds
 
 
 def _packed_for_onednn(packed):
@@ -85,10 +86,13 @@ def _onednn_where_faster(model: nn.Module) -> nn.Module:
     for beam search's 320 rows x 256 x 8,000 it took 3.6 ms against fbgemm's 4.8 ms on a 2-core AMD
     EPYC with AVX-512 VNNI. The other layers stay on fbgemm, which was as fast or faster at their
     sizes there (a 40 x 256 x 256 layer: 30 against 43 us); on CPUs with AMX int8 tiles their large
-    calls go to oneDNN too (AMX_ONEDNN_FROM_MACS)."""
-    if "onednn" not in torch.backends.quantized.supported_engines:
+    calls go to oneDNN too (AMX_ONEDNN_FROM_MACS). Only on CPUs with int8 dot products (VNNI, AMX):
+    without them the 8-bit products are summed in 16 bits and saturate, which is why fbgemm takes 7
+    bits there (an AVX2-only EPYC gave logits 10% off on oneDNN)."""
+    flags = cpu_flags()
+    if "onednn" not in torch.backends.quantized.supported_engines or not flags & INT8_DOT_PRODUCTS:
         return model
-    amx = "amx_int8" in cpu_flags()
+    amx = "amx_int8" in flags
     for name, m in model.named_modules():
         if isinstance(m, Int8Linear) and name == "head":
             m.repack_for_onednn()
