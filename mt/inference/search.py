@@ -394,8 +394,7 @@ def beam_search(
                 live = _survivors(done)
                 _store(result, finished, sent, done.nonzero().squeeze(1))
                 finished.select(live)
-                sent, done, scores = sent[live], done[live], scores[live]
-                rows, new_tokens = rows[live], new_tokens[live]
+                sent, done, scores, rows, new_tokens = (x[live] for x in (sent, done, scores, rows, new_tokens))
         rows, new_tokens = rows.view(-1), new_tokens.view(-1)
         history = history[rows]
         history[:, t] = new_tokens
