@@ -88,6 +88,7 @@ class TrainConfig:
     micro_batch_workers: int = 0  # CPU, one process: micro-batches at once; 0 = one per thread, up to grad_accum
     max_steps: int = 5000
     max_minutes: float | None = None  # wall-clock budget; stop, evaluate, checkpoint when spent
+    short_plan_steps: int | None = None  # a budget planning fewer steps halves grad_accum (mt.training.stopping)
     init_from: str | None = None  # fine-tune: start from this run directory's (or checkpoint's) weights and tokenizer
     lr: float = 1e-3
     min_lr: float | None = None  # cosine floor; default lr / 10
@@ -249,6 +250,8 @@ def _check(cfg: Config, source: str) -> None:
         raise UserError(
             f"{source}: train.average_last must be 0 (off) or the number of snapshots to average, got {t.average_last}"
         )
+    if t.short_plan_steps is not None and t.short_plan_steps <= 0:
+        raise UserError(f"{source}: train.short_plan_steps must be positive or null (off), got {t.short_plan_steps}")
     if t.micro_batch_workers < 0:
         raise UserError(
             f"{source}: train.micro_batch_workers must be 0 (automatic) or a number, got {t.micro_batch_workers}"

@@ -158,7 +158,7 @@ def _build_run(cfg: Config, world: distributed.World, device: torch.device, resu
     model.load_state_dict(ckpt["model"])
     optimizer.load_state_dict(ckpt["optimizer"])
     task.load_state_dict(ckpt["task"])
-    keys = ("planned_steps", "plan_anchor")  # absent from checkpoints of runs without a budget's plan
+    keys = ("planned_steps", "plan_anchor", "grad_accum")  # absent from checkpoints of runs without a budget's plan
     state = RunState(ckpt["step"], ckpt["elapsed_s"], ckpt["best"], ckpt["bad_evals"], *map(ckpt.get, keys))
     return task, model, optimizer, state
 
@@ -250,24 +250,25 @@ class Trainer:
             "bad_evals": s.bad_evals,
             "planned_steps": s.planned_steps,
             "plan_anchor": s.plan_anchor,
+            "grad_accum": s.grad_accum,
             "config": self.cfg.to_dict(),
         }
 
     def train_step(self, batches, seed: int | None = None) -> tuple[torch.Tensor, int, torch.Tensor | None]:
-        """One optimizer step over `train.grad_accum` micro-batches; gradients are all-reduced once.
-        Each micro-batch's mean loss weighs by its share of the step's tokens (over all ranks), so
-        the gradient is the mean over every target token whatever the batches' sizes. On a CPU the
+        """One optimizer step over `train.grad_accum` micro-batches (half as many where a short plan
+        halved them: mt.training.stopping); gradients are all-reduced once. Each micro-batch's mean
+        loss weighs by its share of the step's tokens (over all ranks), so the gradient is the mean
+        over every target token whatever the batches' sizes. On a CPU the
         micro-batches may run side by side (mt.training.micro_batches); `seed` seeds their dropout
         (default: the seed torch was last given, which the loop sets for each step)."""
         tc, world = self.tc, self.world
-        micro_batches = [next(batches) for _ in range(tc.grad_accum)]
+        accum = self.state.grad_accum or tc.grad_accum
+        micro_batches = [next(batches) for _ in range(accum)]
         counts = [self.task.batch_tokens(b) for b in micro_batches]
-        all_tokens = (
-            distributed.total(world, sum(counts), self.device) if tc.grad_accum > 1 else sum(counts) * world.size
-        )
-        weights = [n * world.size / all_tokens if tc.grad_accum > 1 else 1.0 for n in counts]  # DDP averages over ranks
+        all_tokens = distributed.total(world, sum(counts), self.device) if accum > 1 else sum(counts) * world.size
+        weights = [n * world.size / all_tokens if accum > 1 else 1.0 for n in counts]  # DDP averages over ranks
         shares = [n / sum(counts) for n in counts]  # of this rank's logged loss
-        if self.micro_workers.workers > 1:
+        if self.micro_workers.workers > 1 and accum > 1:
             seed = torch.initial_seed() if seed is None else seed
             loss_total = self._side_by_side(micro_batches, weights, shares, seed)
         else:
