@@ -25,8 +25,7 @@ a 2-core AVX2 EPYC that makes about 330 steps of the fr_en block in twenty minut
 twenty minutes as steps of half the tokens ended 1.3 and 2.8 validation BLEU higher over two seeds,
 and over the tokens of 650 steps 1.1 higher: a run that short learns more from more updates than
 from less noisy ones (docs/results.md). A fast machine's plan is long enough and its run is
-unchanged. The halving is saved with the plan, so
-`--resume` takes the same steps.
+unchanged. The halving is saved with the plan, so `--resume` takes the same steps.
 
 Where the machine slows between checks (a laptop that throttles, a virtual machine whose neighbours
 wake up: one 9-minute char-GPT run took 636 s), the budget is still a limit: past it by 5% (30 s at

@@ -258,9 +258,9 @@ class Trainer:
         """One optimizer step over `train.grad_accum` micro-batches (half as many where a short plan
         halved them: mt.training.stopping); gradients are all-reduced once. Each micro-batch's mean
         loss weighs by its share of the step's tokens (over all ranks), so the gradient is the mean
-        over every target token whatever the batches' sizes. On a CPU the
-        micro-batches may run side by side (mt.training.micro_batches); `seed` seeds their dropout
-        (default: the seed torch was last given, which the loop sets for each step)."""
+        over every target token whatever the batches' sizes. On a CPU the micro-batches may run
+        side by side (mt.training.micro_batches); `seed` seeds their dropout (default: the seed
+        torch was last given, which the loop sets for each step)."""
         tc, world = self.tc, self.world
         accum = self.state.grad_accum or tc.grad_accum
         micro_batches = [next(batches) for _ in range(accum)]
