@@ -319,8 +319,8 @@ def test_the_budgets_limit_stops_a_real_run_that_slowed_and_resume_finds_it_fini
         clock.tick = 1.0  # from here on the machine is far slower than warm-up said
 
     monkeypatch.setattr(StopPolicy, "_plan", plan_then_slow_down)
-    # no regular evaluation before the limit: the check there would make the plan again first
-    budget = ["train.max_minutes=0.05", "train.max_steps=100000", "train.eval_every=1000"]
+    # no check before the limit (no evaluation, no logged step): it would make the plan again first
+    budget = ["train.max_minutes=0.05", "train.max_steps=100000", "train.eval_every=1000", "train.log_every=1000"]
     run_train(tmp_path / "run", *budget)
     err = capsys.readouterr().err
     planned = int(err.split(" plans ")[1].split()[0])
@@ -407,6 +407,35 @@ def test_a_plan_the_pace_since_has_proved_wrong_is_made_again_and_the_rate_does_
     # a resumed run measures from its first regular evaluation, past the steps that allocate
     resumed = StopPolicy(tc, World(), torch.device("cpu"), StopFlag(), state)
     assert resumed.after_evaluation(150, 0, 5000.0, 10.0) is None and state.planned_steps == replanned
+
+
+def test_after_the_last_evaluation_before_its_end_the_plan_is_checked_every_log_every_steps(capsys):
+    """A short run has one or two evaluations, and none in its last part: from the last one before
+    the plan's end, the logged steps check the plan, with the evaluations' mean time; earlier
+    logged steps, unlogged steps, and a resumed run that has timed nothing yet do not."""
+    from mt.config import TrainConfig
+    from mt.training.distributed import World
+    from mt.training.run_dir import RunState
+    from mt.training.stopping import StopFlag, StopPolicy
+
+    tc = TrainConfig(max_minutes=10, max_steps=100_000, warmup_steps=30, eval_every=200, log_every=10)
+    state = RunState()
+    policy = StopPolicy(tc, World(), torch.device("cpu"), StopFlag(), state)
+    policy.after_step(30, 30.0, 1.0)
+    policy.after_evaluation(30, 0, 40.0, 10.0)
+    first = 30 + int((600 - 40 - 10) / (1.0 + 10 / 200))
+    assert first == 553 and state.planned_steps == first
+    assert policy.after_step(100, 80.0, 1.0) is None and state.planned_steps == first  # an evaluation is to come
+    assert policy.after_evaluation(400, 0, 420.0, 10.0) is None and state.planned_steps == first  # 1 s a step
+    # from here 0.3 s a step: the logged step 410 finds the plan on course, 425 is not logged, and at
+    # 430 (379 s over 400 steps since the plan) the plan would end 38 s before the budget
+    assert policy.after_step(410, 423.0, 1.0) is None and state.planned_steps == first
+    assert policy.after_step(425, 427.5, 1.0) is None and state.planned_steps == first
+    assert policy.after_step(430, 429.0, 1.0) is None
+    assert state.planned_steps == 430 + int((600 - 429 - 10) / (379 / 400 + 10 / 200)) > first
+    assert "so at step 430 it plans" in capsys.readouterr().err and state.plan_anchor[0] == 430
+    resumed = StopPolicy(tc, World(), torch.device("cpu"), StopFlag(), RunState(planned_steps=first))
+    assert resumed.after_step(430, 429.0, 1.0) is None and resumed.state.planned_steps == first
 
 
 def test_a_run_that_slows_makes_its_plan_again_ends_in_its_budget_and_resumes_exactly(

@@ -11,21 +11,25 @@ steps, not the clock, and `--resume` ends exactly where an uninterrupted run wit
 Warm-up's pace is a short sample: on the general recipe's two-hour CPU run (Xeon with AMX) it said
 0.474 s a step, and the steps after it took 0.51-0.59 s, evaluations 33-46 s against the 32.5 s
 timed, so the plan ran 6% over. So every regular evaluation checks the plan against what this
-process has measured since the plan's evaluation (or since its first evaluation after a resume):
-where finishing the plan at that pace would end further from the budget than 2% (30 s at least),
-the plan is made again from there, and the cosine spreads what it had left over the new steps (the
-anchor saved with the plan), so the learning rate does not jump. A steady machine keeps its first
-plan, and then `--resume` replays the run exactly; a re-made plan is saved as well, and a run
-resumed after it follows it.
+process has measured since the plan's evaluation (or since its first evaluation after a resume),
+and so does every `train.log_every`-th step after the last evaluation before the plan's end (a
+372-step run on a 2-core EPYC had its one check at step 200, ran faster after it, and ended two
+minutes short of its twenty): where finishing the plan at that pace would end further from the
+budget than 2% (30 s at least), the plan is made again from there, and the cosine spreads what it
+had left over the new steps (the anchor saved with the plan), so the learning rate does not jump.
+A steady machine keeps its first plan, and then `--resume` replays the run exactly; a re-made plan
+is saved with the next checkpoint, and a run resumed from it follows it.
 
 A short plan takes smaller steps. Where the budget buys fewer steps than `train.short_plan_steps`
 at the recipe's `train.grad_accum` micro-batches a step, the first plan halves them for the rest
-of the run and plans again at half warm-up's pace (the next regular check corrects that guess). On
-a 2-core AVX2 EPYC that makes about 330 steps of the fr_en block in twenty minutes, the same
-twenty minutes as steps of half the tokens ended 1.3 and 2.8 validation BLEU higher over two seeds,
-and over the tokens of 650 steps 1.1 higher: a run that short learns more from more updates than
-from less noisy ones (docs/results.md). A fast machine's plan is long enough and its run is
-unchanged. The halving is saved with the plan, so `--resume` takes the same steps.
+of the run, again while the steps bought at the guessed pace (warm-up's, per micro-batch) stay
+short, down to one, and the checks then correct that guess. On a 2-core AVX2 EPYC that makes
+about 330 steps of the fr_en block in twenty minutes, the same twenty minutes as steps of half the
+tokens ended 1.3 and 2.8 validation BLEU higher over two seeds, and over the tokens of 650 steps
+1.1 higher; halving those again, to one 1,024-token micro-batch, gained 2.2 more: a run that
+short learns more from more updates than from less noisy ones (docs/results.md). A fast machine's
+plan is long enough and its run is unchanged. The halving is saved with the plan, so `--resume`
+takes the same steps.
 
 Where the machine slows between checks (a laptop that throttles, a virtual machine whose neighbours
 wake up: one 9-minute char-GPT run took 636 s), the budget is still a limit: past it by 5% (30 s at
@@ -115,7 +119,7 @@ class StopPolicy:
         self.plan_at = max(tc.warmup_steps, 2)  # the cosine starts here: it needs to know its end;
         # and at least one step after the first (which allocates and compiles) is timed
         self.plan_pending, self.pace_s = False, None  # warm-up is over: an evaluation, then the plan
-        self.since: PaceSincePlan | None = None  # what regular evaluations check the plan against
+        self.since: PaceSincePlan | None = None  # what the plan is checked against
 
     def total_steps(self) -> int:
         """Where training will stop: max_steps, or the plan a time budget became."""
@@ -150,7 +154,15 @@ class StopPolicy:
         elif self.budget_s < float("inf") and step < self.total_steps():
             if distributed.any_rank(world, elapsed_s >= self.limit_s, self.device):  # the machine slowed
                 self.cut_from, self.state.planned_steps = self.state.planned_steps, step  # --resume: finished
+            elif step % tc.log_every == 0 and self._past_last_check(step) and self.since is not None:
+                self._check_plan(step, elapsed_s)
         return self.steps_done(step)
+
+    def _past_last_check(self, step: int) -> bool:
+        """Whether no regular evaluation is left to check the plan before it ends: from there the
+        logged steps check it (a short run has one or two evaluations, and none in its last part)."""
+        every = self.tc.eval_every
+        return step % every != 0 and (step // every + 1) * every >= self.total_steps()
 
     def evaluation_due(self, step: int) -> bool:
         """Whether the loop evaluates after this step: every `eval_every` steps, and once more where
@@ -199,18 +211,19 @@ class StopPolicy:
     def _shorter_steps(
         self, step: int, steps: int, left: float, pace_s: float | None, evaluation_s: float
     ) -> tuple[int, str]:
-        """Where a first plan's `steps` fall short of train.short_plan_steps, half the micro-batches
-        a step from here (rank 0 decides; `state.grad_accum`) and the steps that buys at half the
-        pace; returns the steps and what to say of the change. No pace (the budget ran out before
-        the plan): no change."""
-        accum, wanted = self.tc.grad_accum, self.tc.short_plan_steps
-        short = bool(pace_s) and wanted is not None and steps < wanted and accum > 1
-        if not distributed.from_main(self.world, float(short), self.device):
+        """Where a first plan's `steps` fall short of train.short_plan_steps, halve the micro-batches
+        a step from here until the steps they buy at the pace that many take reach it, or one is
+        left (rank 0 decides; `state.grad_accum`); returns the steps and what to say of the change.
+        No pace (the budget ran out before the plan): no change."""
+        accum, wanted, every = self.tc.grad_accum, self.tc.short_plan_steps, self.tc.eval_every
+        fewer, more = accum, steps
+        while pace_s and wanted is not None and more < wanted and fewer > 1:
+            fewer //= 2
+            more = step + int(left / (pace_s * fewer / accum + evaluation_s / every))  # rank 0's wins
+        fewer = int(distributed.from_main(self.world, float(fewer), self.device))
+        if fewer == accum:
             return steps, ""
-        fewer = accum // 2
         self.state.grad_accum = fewer
-        every = self.tc.eval_every
-        more = step + int(left / (pace_s * fewer / accum + evaluation_s / every)) if pace_s else steps  # rank 0's wins
         said = f"{steps} steps of {accum} micro-batches, under train.short_plan_steps ({wanted}), "
         return more, said + f"so steps of {fewer} from here: "
 
@@ -230,13 +243,15 @@ class StopPolicy:
         stop = self.world.is_main and patience is not None and bad_evals >= patience
         return "no improvement" if distributed.any_rank(self.world, stop, self.device) else None
 
-    def _check_plan(self, step: int, elapsed_s: float, evaluation_s: float) -> None:
+    def _check_plan(self, step: int, elapsed_s: float, evaluation_s: float | None = None) -> None:
         """Make the plan again where the pace since it was made says it would end more than 2% (30 s
-        at least) from the budget; the cosine goes on from where it is (`state.plan_anchor`)."""
+        at least) from the budget; the cosine goes on from where it is (`state.plan_anchor`).
+        `evaluation_s`: the evaluation just made, where the check follows one."""
         if self.since is None:  # resumed: measure from here
             self.since = PaceSincePlan(step, elapsed_s, evaluation_s)
             return
-        self.since.add_evaluation(evaluation_s)
+        if evaluation_s is not None:
+            self.since.add_evaluation(evaluation_s)
         step_s, evaluation_s = self.since.step_s(step, elapsed_s), self.since.evaluation_s()
         was = self.total_steps()
         projected = elapsed_s + evaluation_s + (was - step) * (step_s + evaluation_s / self.tc.eval_every)
