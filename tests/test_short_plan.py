@@ -29,14 +29,6 @@ def test_a_plan_shorter_than_short_plan_steps_halves_the_micro_batches_and_plans
     assert "plans 488 steps of 4 micro-batches, under train.short_plan_steps (600), so steps of 2 from here: 815" in err
 
 
-def test_a_plan_still_short_at_half_the_steps_halves_them_again_down_to_one(capsys):
-    state, err = first_plan(capsys, grad_accum=4, short_plan_steps=1000)  # 815 steps of 2 are still short
-    assert state.grad_accum == 1 and state.planned_steps == 30 + int(550 / 0.45) == 1252
-    assert "488 steps of 4 micro-batches, under train.short_plan_steps (1000), so steps of 1 from here: 1252" in err
-    state, err = first_plan(capsys, grad_accum=8, short_plan_steps=100_000)  # never long enough: one is the floor
-    assert state.grad_accum == 1 and "so steps of 1 from here" in err
-
-
 @pytest.mark.parametrize(
     "settings",
     [
@@ -60,10 +52,10 @@ def test_a_remade_plan_or_a_budget_spent_before_the_plan_never_halves(capsys):
     policy = StopPolicy(tc, World(), torch.device("cpu"), StopFlag(), state)
     policy.after_step(30, 30.0, 1.0)
     policy.after_evaluation(30, 0, 40.0, 10.0)
-    assert state.grad_accum == 1
+    assert state.grad_accum == 2
     policy.after_step(100, 300.0, 1.0)
     policy.after_evaluation(100, 0, 310.0, 10.0)  # 3.7 s a step since the plan: made again
-    assert "so at step 100 it plans" in capsys.readouterr().err and state.grad_accum == 1
+    assert "so at step 100 it plans" in capsys.readouterr().err and state.grad_accum == 2
     spent = RunState()
     policy = StopPolicy(tc, World(), torch.device("cpu"), StopFlag(), spent)
     assert policy.after_step(10, 601.0, 1.0) == "out of time"
@@ -101,12 +93,12 @@ def micro_batches_per_step(monkeypatch) -> list[int]:
     return counts
 
 
-def test_a_short_plan_takes_fewer_micro_batches_from_the_plan_on_and_resumes_exactly(
+def test_a_short_plan_takes_half_the_micro_batches_from_the_plan_on_and_resumes_exactly(
     toy_text_corpus, tmp_path, monkeypatch, capsys
 ):
-    """Warm-up's steps take the recipe's four micro-batches, and every step after a plan that no
-    halving makes long enough one; the halving is saved with the plan, and a run interrupted after
-    it and resumed ends with the weights of the run that was not."""
+    """Warm-up's steps take the recipe's four micro-batches, every step after the plan two; the
+    halving is saved with the plan, and a run interrupted after it and resumed ends with the
+    weights of the run that was not."""
     from mt.training import trainer
 
     budget = ["train.max_minutes=0.05", "train.max_steps=100000", "train.eval_every=5"]
@@ -114,21 +106,21 @@ def test_a_short_plan_takes_fewer_micro_batches_from_the_plan_on_and_resumes_exa
     monkeypatch.setattr(trainer, "time", TickingClock(0.01))
     counts = micro_batches_per_step(monkeypatch)
     run_train(tmp_path / "straight", *budget)
-    assert "micro-batches, under train.short_plan_steps (100000), so steps of 1 from here" in capsys.readouterr().err
+    assert "micro-batches, under train.short_plan_steps (100000), so steps of 2 from here" in capsys.readouterr().err
     straight = load_checkpoint(tmp_path / "straight" / "last.pt")
-    assert straight["grad_accum"] == 1 and straight["step"] == straight["planned_steps"] == len(counts) > 8
-    assert counts == [4] * 4 + [1] * (len(counts) - 4)
+    assert straight["grad_accum"] == 2 and straight["step"] == straight["planned_steps"] == len(counts) > 8
+    assert counts == [4] * 4 + [2] * (len(counts) - 4)
     monkeypatch.setattr(trainer, "time", TickingClock(0.01))
     with monkeypatch.context() as m:
-        interrupt_after(m, 4 * 4 + 2)  # the third step after the plan
+        interrupt_after(m, 4 * 4 + 2 * 2)  # the third step after the plan
         with pytest.raises(SystemExit):
             run_train(tmp_path / "resumed", *budget)
     interrupted = load_checkpoint(tmp_path / "resumed" / "last.pt")
-    assert interrupted["grad_accum"] == 1 and 4 < interrupted["step"] < straight["step"]
+    assert interrupted["grad_accum"] == 2 and 4 < interrupted["step"] < straight["step"]
     counts.clear()
     run_train(tmp_path / "resumed", *budget, "--resume")
-    assert set(counts) == {1}
+    assert set(counts) == {2}
     resumed = load_checkpoint(tmp_path / "resumed" / "last.pt")
-    assert resumed["step"] == straight["step"] and resumed["grad_accum"] == 1
+    assert resumed["step"] == straight["step"] and resumed["grad_accum"] == 2
     for name, tensor in resumed["model"].items():
         assert torch.equal(tensor, straight["model"][name]), name

@@ -22,14 +22,12 @@ is saved with the next checkpoint, and a run resumed from it follows it.
 
 A short plan takes smaller steps. Where the budget buys fewer steps than `train.short_plan_steps`
 at the recipe's `train.grad_accum` micro-batches a step, the first plan halves them for the rest
-of the run, again while the steps bought at the guessed pace (warm-up's, per micro-batch) stay
-short, down to one, and the checks then correct that guess. On a 2-core AVX2 EPYC that makes
-about 330 steps of the fr_en block in twenty minutes, the same twenty minutes as steps of half the
-tokens ended 1.3 and 2.8 validation BLEU higher over two seeds, and over the tokens of 650 steps
-1.1 higher; halving those again, to one 1,024-token micro-batch, gained 2.2 more: a run that
-short learns more from more updates than from less noisy ones (docs/results.md). A fast machine's
-plan is long enough and its run is unchanged. The halving is saved with the plan, so `--resume`
-takes the same steps.
+of the run and plans again at half warm-up's pace (the next regular check corrects that guess). On
+a 2-core AVX2 EPYC that makes about 330 steps of the fr_en block in twenty minutes, the same
+twenty minutes as steps of half the tokens ended 1.3 and 2.8 validation BLEU higher over two seeds,
+and over the tokens of 650 steps 1.1 higher: a run that short learns more from more updates than
+from less noisy ones (docs/results.md). A fast machine's plan is long enough and its run is
+unchanged. The halving is saved with the plan, so `--resume` takes the same steps.
 
 Where the machine slows between checks (a laptop that throttles, a virtual machine whose neighbours
 wake up: one 9-minute char-GPT run took 636 s), the budget is still a limit: past it by 5% (30 s at
@@ -211,19 +209,18 @@ class StopPolicy:
     def _shorter_steps(
         self, step: int, steps: int, left: float, pace_s: float | None, evaluation_s: float
     ) -> tuple[int, str]:
-        """Where a first plan's `steps` fall short of train.short_plan_steps, halve the micro-batches
-        a step from here until the steps they buy at the pace that many take reach it, or one is
-        left (rank 0 decides; `state.grad_accum`); returns the steps and what to say of the change.
-        No pace (the budget ran out before the plan): no change."""
-        accum, wanted, every = self.tc.grad_accum, self.tc.short_plan_steps, self.tc.eval_every
-        fewer, more = accum, steps
-        while pace_s and wanted is not None and more < wanted and fewer > 1:
-            fewer //= 2
-            more = step + int(left / (pace_s * fewer / accum + evaluation_s / every))  # rank 0's wins
-        fewer = int(distributed.from_main(self.world, float(fewer), self.device))
-        if fewer == accum:
+        """Where a first plan's `steps` fall short of train.short_plan_steps, half the micro-batches
+        a step from here (rank 0 decides; `state.grad_accum`) and the steps that buys at half the
+        pace; returns the steps and what to say of the change. No pace (the budget ran out before
+        the plan): no change."""
+        accum, wanted = self.tc.grad_accum, self.tc.short_plan_steps
+        short = bool(pace_s) and wanted is not None and steps < wanted and accum > 1
+        if not distributed.from_main(self.world, float(short), self.device):
             return steps, ""
+        fewer = accum // 2
         self.state.grad_accum = fewer
+        every = self.tc.eval_every
+        more = step + int(left / (pace_s * fewer / accum + evaluation_s / every)) if pace_s else steps  # rank 0's wins
         said = f"{steps} steps of {accum} micro-batches, under train.short_plan_steps ({wanted}), "
         return more, said + f"so steps of {fewer} from here: "
 
