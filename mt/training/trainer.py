@@ -356,26 +356,7 @@ class Trainer:
         first_step = s.step
         since_eval, since_log = Meter(self.device), Meter(self.device)
         with contextlib.ExitStack() as closing:  # closes in reverse: batches, then board and metrics file
-            closing.enter_context(heap.objects_left_alone())  # what lives on through the loop (mt/heap.py)
-            metrics_file = (
-                closing.enter_context(open(self.cfg.run_dir / "metrics.jsonl", "a")) if world.is_main else None
-            )
-            self.board = closing.enter_context(
-                contextlib.closing(Board(self.cfg.run_dir, tc.tensorboard and world.is_main, s.step))
-            )
-            batches = closing.enter_context(contextlib.closing(self.task.train_batches()))
-            closing.enter_context(contextlib.closing(self.micro_workers))  # its threads stop before the batches
-            flag = closing.enter_context(StopFlag())
-            bar = closing.enter_context(
-                tqdm(
-                    total=tc.max_steps,
-                    initial=s.step,
-                    unit="step",
-                    dynamic_ncols=True,
-                    file=sys.stderr,
-                    disable=not world.is_main,
-                )
-            )
+            metrics_file, batches, flag, bar = self._open_loop(closing)
             policy = StopPolicy(tc, world, self.device, flag, s)
             pace = Pace(skip=(policy.plan_at - first_step) // 2)  # the plan times warm-up's second half
             self.model.train()
@@ -404,6 +385,31 @@ class Trainer:
             bar.close()
             self.log(policy.message(reason), file=sys.stderr)
         return False
+
+    def _open_loop(self, closing: contextlib.ExitStack):
+        """What the loop holds open, entered into `closing` in the order it must close in reverse:
+        the metrics file (rank 0), the board, the batch stream, the micro-batch workers (whose
+        threads stop before the batches), the Ctrl-C flag and the progress bar."""
+        s, tc, world = self.state, self.tc, self.world
+        closing.enter_context(heap.objects_left_alone())  # what lives on through the loop (mt/heap.py)
+        metrics_file = closing.enter_context(open(self.cfg.run_dir / "metrics.jsonl", "a")) if world.is_main else None
+        self.board = closing.enter_context(
+            contextlib.closing(Board(self.cfg.run_dir, tc.tensorboard and world.is_main, s.step))
+        )
+        batches = closing.enter_context(contextlib.closing(self.task.train_batches()))
+        closing.enter_context(contextlib.closing(self.micro_workers))
+        flag = closing.enter_context(StopFlag())
+        bar = closing.enter_context(
+            tqdm(
+                total=tc.max_steps,
+                initial=s.step,
+                unit="step",
+                dynamic_ncols=True,
+                file=sys.stderr,
+                disable=not world.is_main,
+            )
+        )
+        return metrics_file, batches, flag, bar
 
     def _evaluation(
         self, bar, lr: float, since_eval: Meter, metrics_file, policy: StopPolicy, reason: str | None
