@@ -387,9 +387,9 @@ class Trainer:
         return False
 
     def _open_loop(self, closing: contextlib.ExitStack):
-        """What the loop holds open, entered into `closing` in the order it must close in reverse:
-        the metrics file (rank 0), the board, the batch stream, the micro-batch workers (whose
-        threads stop before the batches), the Ctrl-C flag and the progress bar."""
+        """What the loop holds open, entered into `closing`, which closes it in reverse: the heap's
+        guard, the metrics file (rank 0), the board, the batch stream, the micro-batch workers
+        (so their threads stop before the batches), the Ctrl-C flag and the progress bar."""
         s, tc, world = self.state, self.tc, self.world
         closing.enter_context(heap.objects_left_alone())  # what lives on through the loop (mt/heap.py)
         metrics_file = closing.enter_context(open(self.cfg.run_dir / "metrics.jsonl", "a")) if world.is_main else None
