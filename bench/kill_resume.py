@@ -39,6 +39,7 @@ COMMON = [
     "train.precision=fp32",
     "train.max_minutes=null",
     "train.short_plan_steps=null",  # steps alone cannot give the straight run a halving (tests/test_short_plan.py)
+    "train.long_plan_steps=null",  # nor its dropout (tests/test_long_plan.py)
     "train.log_every=1",
     "train.report=false",
     "train.warmup_steps=3",

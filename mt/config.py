@@ -89,6 +89,8 @@ class TrainConfig:
     max_steps: int = 5000
     max_minutes: float | None = None  # wall-clock budget; stop, evaluate, checkpoint when spent
     short_plan_steps: int | None = None  # a budget planning fewer steps halves grad_accum (mt.training.stopping)
+    long_plan_steps: int | None = None  # a budget planning at least this many turns on long_plan_dropout (the same)
+    long_plan_dropout: float = 0.1  # model.dropout from a long plan's start on
     init_from: str | None = None  # fine-tune: start from this run directory's (or checkpoint's) weights and tokenizer
     lr: float = 1e-3
     min_lr: float | None = None  # cosine floor; default lr / 10
@@ -250,8 +252,9 @@ def _check(cfg: Config, source: str) -> None:
         raise UserError(
             f"{source}: train.average_last must be 0 (off) or the number of snapshots to average, got {t.average_last}"
         )
-    if t.short_plan_steps is not None and t.short_plan_steps <= 0:
-        raise UserError(f"{source}: train.short_plan_steps must be positive or null (off), got {t.short_plan_steps}")
+    for key, steps in (("short_plan_steps", t.short_plan_steps), ("long_plan_steps", t.long_plan_steps)):
+        if steps is not None and steps <= 0:
+            raise UserError(f"{source}: train.{key} must be positive or null (off), got {steps}")
     if t.micro_batch_workers < 0:
         raise UserError(
             f"{source}: train.micro_batch_workers must be 0 (automatic) or a number, got {t.micro_batch_workers}"
@@ -260,9 +263,14 @@ def _check(cfg: Config, source: str) -> None:
         raise UserError(f"{source}: data.num_proc must be 0 (automatic) or a number of processes, got {d.num_proc}")
     if m.d_model % m.n_head:
         raise UserError(f"{source}: model.d_model ({m.d_model}) must be divisible by model.n_head ({m.n_head})")
-    for key, p in (("dropout", m.dropout), ("attention_dropout", m.attention_dropout)):
+    probabilities = {
+        "model.dropout": m.dropout,
+        "model.attention_dropout": m.attention_dropout,
+        "train.long_plan_dropout": t.long_plan_dropout,
+    }
+    for key, p in probabilities.items():
         if p is not None and not 0.0 <= p < 1.0:
-            raise UserError(f"{source}: model.{key} must be in [0, 1), got {p}")
+            raise UserError(f"{source}: {key} must be in [0, 1), got {p}")
     if t.lr <= 0 or t.warmup_steps < 0:
         raise UserError(f"{source}: train.lr must be positive and train.warmup_steps non-negative")
     if m.arch in ("gpt", "bigram") and not d.corpus:

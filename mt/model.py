@@ -501,6 +501,16 @@ class Transformer(nn.Module):
         return [(make(b * beams, max_len, CACHE_START), make(b, s)) for _ in self.decoder]
 
 
+def set_dropout(model: nn.Module, p: float, attention: bool = True) -> None:
+    """Every dropout of `model` to `p`: of the embeddings, the sublayers' outputs and, unless
+    `attention` is False, the attention weights."""
+    for module in model.modules():
+        if isinstance(module, Dropout):
+            module.p = p
+        elif isinstance(module, Attention) and attention:
+            module.dropout = p
+
+
 def build_model(cfg: Config, vocab_size: int) -> nn.Module:
     """The model a recipe describes, sized for its context (LM) or sentence length (translation)."""
     m = cfg.model

@@ -99,28 +99,46 @@ def test_a_short_plan_takes_half_the_micro_batches_from_the_plan_on_and_resumes_
     """Warm-up's steps take the recipe's four micro-batches, every step after the plan two; the
     halving is saved with the plan, and a run interrupted after it and resumed ends with the
     weights of the run that was not."""
-    from mt.training import trainer
-
     budget = ["train.max_minutes=0.05", "train.max_steps=100000", "train.eval_every=5"]
     budget += ["train.grad_accum=4", "train.short_plan_steps=100000", "train.warmup_steps=4"]
-    monkeypatch.setattr(trainer, "time", TickingClock(0.01))
     counts = micro_batches_per_step(monkeypatch)
-    run_train(tmp_path / "straight", *budget)
+    straight = run_budgeted(tmp_path / "straight", budget, monkeypatch)
     assert "micro-batches, under train.short_plan_steps (100000), so steps of 2 from here" in capsys.readouterr().err
-    straight = load_checkpoint(tmp_path / "straight" / "last.pt")
     assert straight["grad_accum"] == 2 and straight["step"] == straight["planned_steps"] == len(counts) > 8
     assert counts == [4] * 4 + [2] * (len(counts) - 4)
+    interrupted, resumed = interrupt_and_resume(tmp_path / "resumed", budget, monkeypatch, 4 * 4 + 2 * 2, counts)
+    assert interrupted["grad_accum"] == 2 and 4 < interrupted["step"] < straight["step"]  # 3 steps after the plan
+    assert set(counts) == {2}
+    assert resumed["step"] == straight["step"] and resumed["grad_accum"] == 2
+    assert_same_weights(resumed, straight)
+
+
+def run_budgeted(run_dir, budget: list[str], monkeypatch) -> dict:
+    """A run whose time budget follows a clock that ticks with each reading; its last.pt."""
+    from mt.training import trainer
+
+    monkeypatch.setattr(trainer, "time", TickingClock(0.01))
+    run_train(run_dir, *budget)
+    return load_checkpoint(run_dir / "last.pt")
+
+
+def interrupt_and_resume(run_dir, budget: list[str], monkeypatch, after_batches: int, seen: list) -> tuple[dict, dict]:
+    """A budgeted run stopped by Ctrl-C after `after_batches` batches, then resumed to its end: its
+    last.pt at the stop and at the end. `seen`, what a test watches at each step, is emptied before
+    the resume."""
+    from mt.training import trainer
+
     monkeypatch.setattr(trainer, "time", TickingClock(0.01))
     with monkeypatch.context() as m:
-        interrupt_after(m, 4 * 4 + 2 * 2)  # the third step after the plan
+        interrupt_after(m, after_batches)
         with pytest.raises(SystemExit):
-            run_train(tmp_path / "resumed", *budget)
-    interrupted = load_checkpoint(tmp_path / "resumed" / "last.pt")
-    assert interrupted["grad_accum"] == 2 and 4 < interrupted["step"] < straight["step"]
-    counts.clear()
-    run_train(tmp_path / "resumed", *budget, "--resume")
-    assert set(counts) == {2}
-    resumed = load_checkpoint(tmp_path / "resumed" / "last.pt")
-    assert resumed["step"] == straight["step"] and resumed["grad_accum"] == 2
-    for name, tensor in resumed["model"].items():
-        assert torch.equal(tensor, straight["model"][name]), name
+            run_train(run_dir, *budget)
+    interrupted = load_checkpoint(run_dir / "last.pt")
+    seen.clear()
+    run_train(run_dir, *budget, "--resume")
+    return interrupted, load_checkpoint(run_dir / "last.pt")
+
+
+def assert_same_weights(a: dict, b: dict) -> None:
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name

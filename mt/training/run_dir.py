@@ -64,6 +64,7 @@ class RunState:
     planned_steps: int | None = None  # what a time budget became (mt.training.stopping)
     plan_anchor: tuple[int, float] | None = None  # where a re-made plan took over the cosine (mt.training.optim)
     grad_accum: int | None = None  # micro-batches a step where a short plan halved train.grad_accum's
+    dropout: float | None = None  # model.dropout where a long plan turned on train.long_plan_dropout
 
     def record(self, score: float, higher_is_better: bool) -> bool:
         """Count an evaluation's score; returns whether it improved on the best (then it is the best)."""

@@ -29,6 +29,16 @@ and over the tokens of 650 steps 1.1 higher: a run that short learns more from m
 from less noisy ones (docs/results.md). A fast machine's plan is long enough and its run is
 unchanged. The halving is saved with the plan, so `--resume` takes the same steps.
 
+A long plan trains with dropout. Where the first plan has at least `train.long_plan_steps` steps,
+the steps from there train with `train.long_plan_dropout` in place of `model.dropout` (the
+attention weights' too, unless the recipe sets `model.attention_dropout`). The fr_en CPU block
+trains without dropout, which learns faster over the one to three epochs most CPUs' twenty minutes
+buy; a 2-core Xeon with AMX plans some 3,500 steps, nearly five epochs, and there the validation
+loss turned up after the third: the same budget with dropout 0.1 ended 2.0 validation BLEU higher,
+while at a budget of about 2,050 steps the two ended level (docs/results.md). Dropout slows a step
+(by 13% there), which the plan's next check measures and plans for. The switch is saved with the
+plan, so `--resume` trains with it.
+
 Where the machine slows between checks (a laptop that throttles, a virtual machine whose neighbours
 wake up: one 9-minute char-GPT run took 636 s), the budget is still a limit: past it by 5% (30 s at
 least, so that a plan's usual few seconds of overrun never cut a run short) the run stops at the
@@ -193,12 +203,16 @@ class StopPolicy:
             steps, halved = self._shorter_steps(step, steps, left, pace_s, evaluation_s)
         steps = int(distributed.from_main(self.world, min(steps, self.tc.max_steps), self.device))
         self.state.planned_steps = max(steps, step)
+        dropout = self._long_plan_dropout(step, pace_s) if was is None else ""
         if not self.world.is_main:
             return
         pace = f"{pace_s or 0:.3f} s a step and {evaluation_s:.1f} s an evaluation every {every} steps"
         planned = self.state.planned_steps
         if was is None:
-            print(f"time budget: {self.tc.max_minutes:g} min at {pace} plans {halved}{planned} steps", file=sys.stderr)
+            print(
+                f"time budget: {self.tc.max_minutes:g} min at {pace} plans {halved}{planned} steps{dropout}",
+                file=sys.stderr,
+            )
         else:
             print(
                 f"time budget: since its plan the run has taken {pace}; the {was} steps planned would "
@@ -223,6 +237,16 @@ class StopPolicy:
         more = step + int(left / (pace_s * fewer / accum + evaluation_s / every)) if pace_s else steps  # rank 0's wins
         said = f"{steps} steps of {accum} micro-batches, under train.short_plan_steps ({wanted}), "
         return more, said + f"so steps of {fewer} from here: "
+
+    def _long_plan_dropout(self, step: int, pace_s: float | None) -> str:
+        """Where a first plan reaches train.long_plan_steps, train.long_plan_dropout from here
+        (`state.dropout`; the plan is rank 0's, so every rank agrees); returns what to say of it.
+        The steps slow down with it, which the plan's next check measures."""
+        wanted, planned = self.tc.long_plan_steps, self.state.planned_steps
+        if not pace_s or wanted is None or planned - step <= 0 or planned < wanted:
+            return ""
+        self.state.dropout = self.tc.long_plan_dropout
+        return f", at least train.long_plan_steps ({wanted}), so dropout {self.state.dropout:g} from here"
 
     def after_evaluation(self, step: int, bad_evals: int, elapsed_s: float, evaluation_s: float) -> str | None:
         """The plan, where it waited for this evaluation (rank 0's timing decides), or its check at a

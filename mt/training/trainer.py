@@ -30,7 +30,7 @@ from mt.hardware import (
     require_cpp_compiler,
     uses_bf16,
 )
-from mt.model import build_model
+from mt.model import build_model, set_dropout
 from mt.training import distributed, init_from
 from mt.training.averaging import average_into_best, keep_last_snapshots, snapshot_path
 from mt.training.board import Board
@@ -158,7 +158,8 @@ def _build_run(cfg: Config, world: distributed.World, device: torch.device, resu
     model.load_state_dict(ckpt["model"])
     optimizer.load_state_dict(ckpt["optimizer"])
     task.load_state_dict(ckpt["task"])
-    keys = ("planned_steps", "plan_anchor", "grad_accum")  # absent from checkpoints of runs without a budget's plan
+    # absent from the checkpoints of runs without a budget's plan
+    keys = ("planned_steps", "plan_anchor", "grad_accum", "dropout")
     state = RunState(ckpt["step"], ckpt["elapsed_s"], ckpt["best"], ckpt["bad_evals"], *map(ckpt.get, keys))
     return task, model, optimizer, state
 
@@ -251,6 +252,7 @@ class Trainer:
             "planned_steps": s.planned_steps,
             "plan_anchor": s.plan_anchor,
             "grad_accum": s.grad_accum,
+            "dropout": s.dropout,
             "config": self.cfg.to_dict(),
         }
 
@@ -360,6 +362,7 @@ class Trainer:
             policy = StopPolicy(tc, world, self.device, flag, s)
             pace = Pace(skip=(policy.plan_at - first_step) // 2)  # the plan times warm-up's second half
             self.model.train()
+            self._plan_dropout()  # a resumed run's, if its plan turned it on
             reason = policy.steps_done(s.step)  # None, or a resumed run that had already ended
             while reason is None:
                 lr = lr_at(s.step, tc, policy.total_steps(), s.plan_anchor)
@@ -385,6 +388,12 @@ class Trainer:
             bar.close()
             self.log(policy.message(reason), file=sys.stderr)
         return False
+
+    def _plan_dropout(self) -> None:
+        """The dropout a long time-budget plan turned on (mt.training.stopping), once it has; the
+        attention weights' too, unless the recipe sets model.attention_dropout."""
+        if self.state.dropout is not None:
+            set_dropout(self.model, self.state.dropout, attention=self.cfg.model.attention_dropout is None)
 
     def _open_loop(self, closing: contextlib.ExitStack):
         """What the loop holds open, entered into `closing`, which closes it in reverse: the heap's
@@ -422,6 +431,7 @@ class Trainer:
             self.metrics = self._evaluate(bar, lr, since_eval, metrics_file, compete)
         evaluation_s = time.monotonic() - started
         reason = policy.after_evaluation(s.step, s.bad_evals, self.elapsed(), evaluation_s) or reason
+        self._plan_dropout()  # the plan may have turned it on
         if world.is_main:  # after the metrics row (a resume trims what last.pt does not cover)
             save_checkpoint(self.cfg.run_dir / LAST, self.checkpoint_state())
         return reason
