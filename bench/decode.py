@@ -18,7 +18,7 @@ on a CPU; CTranslate2's inter_threads), the threads shared out between them. The
 before the clock as CTranslate2's model is loaded before it. Each round runs every
 engine once, in turn, so that a slow minute of a shared machine hits all of them alike; each row
 keeps its fastest round. mt's rows run on tcmalloc where it is installed, as `mt.translate` does
-(mt/allocator.py); CTranslate2's on the C library's malloc, as its own users run it. Prints
+(mt/cpu/allocator.py); CTranslate2's on the C library's malloc, as its own users run it. Prints
 seconds, sentences/s, BLEU and the ratio to CTranslate2 int8 for each row, from the fastest rounds
 and paired (the median of the rounds' own ratios, steadier on a shared machine), and writes
 bench/results/decode.json (`--out`). The test set is the run's first (`--test` names another); it
@@ -43,13 +43,13 @@ import sacrebleu
 import torch
 import yaml
 
-from mt import allocator
 from mt.checkpoint import BEST, load_checkpoint
+from mt.cpu import allocator
 from mt.data.corpora import columns, load_pairs
+from mt.decode_options import DecodeOptions
 from mt.errors import UserError, cli_entry, require_extra
 from mt.hardware import describe
 from mt.inference.ctranslate2_engine import CTranslate2Translator, export
-from mt.inference.decode_options import DecodeOptions
 from mt.inference.translator import Translator
 
 

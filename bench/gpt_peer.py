@@ -36,11 +36,11 @@ from torch import nn
 from mt.bench import CPU_GPT
 from mt.config import load_config
 from mt.errors import cli_entry
-from mt.hardware import autocast, describe, keep_weight_casts, require_cpp_compiler, uses_bf16
+from mt.hardware import describe, require_cpp_compiler, uses_bf16
 from mt.loss import token_loss
 from mt.model import build_model
+from mt.runtime import Runtime
 from mt.training.optim import make_optimizer
-from mt.training.trainer import settle_memory
 
 CHARS = 65  # Tiny Shakespeare's distinct characters: the peer's vocabulary; mt adds its 4 special tokens
 
@@ -96,13 +96,14 @@ def peer_optimizer(model: nn.Module, weight_decay: float, lr: float, beta2: floa
 def mt_step(cfg, precision: str, compiled: bool):
     """mt's char GPT and one training step of it, as the trainer takes it with one micro-batch."""
     device, tc = torch.device("cpu"), cfg.train
+    runtime = Runtime(device, bf16=uses_bf16(device, precision))
     model = build_model(cfg, CHARS + 4).train()
     optimizer = make_optimizer(model, tc)
     forward = torch.compile(model) if compiled else model  # the trainer compiles the model, not the loss
 
     def step(x, y):
-        with keep_weight_casts(device, precision):
-            with autocast(device, precision):
+        with runtime.weight_casts():
+            with runtime.autocast():
                 loss = token_loss(forward(x), y)
             loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
@@ -177,7 +178,8 @@ def main(argv=None) -> dict:
         require_cpp_compiler(device, f"--compile {args.compile}")
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
     precisions = [p for p in precisions if p == "fp32" or uses_bf16(device, p)]
-    settle_memory(device, "bf16" if "bf16" in precisions else "fp32")
+    cfg.train.precision = "bf16" if "bf16" in precisions else "fp32"
+    Runtime.for_training(cfg, device)  # the trainer's heap and caches
     generator = torch.Generator().manual_seed(cfg.seed)
     b, t = cfg.train.batch_size, cfg.data.block_size
     batches = [

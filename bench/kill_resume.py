@@ -38,8 +38,8 @@ COMMON = [
     "train.device=cpu",
     "train.precision=fp32",
     "train.max_minutes=null",
-    "train.short_plan_steps=null",  # steps alone cannot give the straight run a halving (tests/test_short_plan.py)
-    "train.long_plan_steps=null",  # nor its dropout (tests/test_long_plan.py)
+    "train.plan.few_epochs=null",  # steps alone cannot give the straight run the plan's rule (test_plan.py)
+    "train.plan.many_epochs=null",
     "train.log_every=1",
     "train.report=false",
     "train.warmup_steps=3",
@@ -204,7 +204,8 @@ def start_up_seconds(args: list[str], out: Path, env: dict, processes: int = 1) 
 def finished(last: Path, args: list[str]) -> bool:
     """Whether the run in `last` has reached its end: max_steps, or the step plan of its time budget."""
     state = load_checkpoint(last)
-    return state["step"] >= min(int(_arg(args, "train.max_steps")), state.get("planned_steps") or 10**9)
+    plan = state.get("plan") or {}
+    return state["step"] >= min(int(_arg(args, "train.max_steps")), plan.get("steps") or 10**9)
 
 
 def _arg(args: list[str], key: str) -> str:
@@ -257,10 +258,10 @@ def main(argv=None) -> int:
             window = (0.5 * ready, ready + 0.75 * args.budget * 60)
             landed, saved = run_killed(budgeted, folder / "killed", args.kills, window, env, rng, args.processes)
             last = load_checkpoint(folder / "killed" / "last.pt")
-            if last.get("plan_anchor"):  # steps alone cannot give the straight run that schedule
-                step = last["plan_anchor"][0]
+            if last["plan"]["anchor"]:  # steps alone cannot give the straight run that schedule
+                step = last["plan"]["anchor"][0]
                 raise SystemExit(f"the killed runs' pace changed, and they made their plan again at step {step}")
-            plan = last["planned_steps"]
+            plan = last["plan"]["steps"]
             train_args = [a for a in train_args if not a.startswith("train.max_steps=")] + [f"train.max_steps={plan}"]
             print(f"the {args.budget} min budget became a plan of {plan} steps")
         began = time.monotonic()

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 
-from mt import allocator
 from mt.bench import CPU_GPT
 from mt.config import load_config
+from mt.cpu import allocator
 from mt.hardware import describe, pick_device
 from mt.inference.loading import load_run
 from mt.loss import token_loss

@@ -26,8 +26,8 @@ import httpx
 import torch
 
 from mt.data.corpora import columns, load_pairs
+from mt.decode_options import DecodeOptions
 from mt.hardware import describe
-from mt.inference.decode_options import DecodeOptions
 from mt.inference.translator import Translator
 
 

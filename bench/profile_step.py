@@ -26,12 +26,13 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from mt.config import load_config
-from mt.data.tokenizer import PAD
-from mt.hardware import autocast, describe, keep_weight_casts, pick_device, uses_bf16
+from mt.data.vocab import PAD
+from mt.hardware import describe, pick_device, uses_bf16
 from mt.model import build_model
+from mt.runtime import Runtime
 from mt.training.distributed import World
 from mt.training.optim import make_optimizer
-from mt.training.trainer import build_task, settle_memory
+from mt.training.trainer import build_task
 
 PHASES = ["data", "forward+loss", "backward", "clip", "optimizer"]
 # Operator kinds, matched against an operator's name and then its callers' (so the elementwise work
@@ -98,11 +99,12 @@ def profile_precision(cfg, task, device, precision: str, steps: int, trace: Path
     optimizer = make_optimizer(model, cfg.train)
     batches = task.train_batches()
     tc = cfg.train
+    runtime = Runtime(device, bf16=uses_bf16(device, precision))
     real = padded = tokens = 0
 
     def step(count: bool):
         nonlocal real, padded, tokens
-        with keep_weight_casts(device, precision):  # bf16 weight copies kept over the step, as the trainer keeps them
+        with runtime.weight_casts():  # bf16 weight copies kept over the step, as the trainer keeps them
             for _ in range(tc.grad_accum):  # the step's micro-batches (equal weights here; the same work)
                 with record_function("data"):
                     batch = next(batches)
@@ -110,7 +112,7 @@ def profile_precision(cfg, task, device, precision: str, steps: int, trace: Path
                     tokens += batch["n_tokens"]
                     real += int((batch["src"] != PAD).sum()) + batch["n_tokens"]
                     padded += batch["src"].numel() + batch["tgt_out"].numel()
-                with record_function("forward+loss"), autocast(device, precision):
+                with record_function("forward+loss"), runtime.autocast():
                     loss = task.loss(model, batch, tc.label_smoothing)
                 with record_function("backward"):
                     (loss / tc.grad_accum).backward()
@@ -137,6 +139,12 @@ def profile_precision(cfg, task, device, precision: str, steps: int, trace: Path
     result["target_tokens_per_s"] = round(tokens / wall)
     result["real_token_share"] = round(real / max(padded, 1), 3)
     return result
+
+
+def settle_memory(cfg, device, precision: str) -> Runtime:
+    """The trainer's process-wide settings (heap, oneDNN caches) for training in `precision`."""
+    cfg.train.precision = precision
+    return Runtime.for_training(cfg, device)
 
 
 def print_table(rows: list[dict]) -> None:
@@ -172,10 +180,10 @@ def main(argv=None):
     cfg = load_config(args.recipe, args.overrides)
     device = pick_device(cfg.train.device)
     precisions = args.precision or ["fp32"] + (["bf16"] if uses_bf16(device, "auto") else [])
-    settle_memory(device, "bf16" if "bf16" in precisions else "fp32")  # the trainer's heap and caches
+    runtime = settle_memory(cfg, device, "bf16" if "bf16" in precisions else "fp32")
     print(f"{cfg.name}: {describe(device)}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as run_dir:
-        task = build_task(cfg, Path(run_dir), device, False, World())
+        task = build_task(cfg, Path(run_dir), runtime, False, World())
         rows = [profile_precision(cfg, task, device, pr, args.steps, args.trace) for pr in precisions]
     print_table(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,6 @@ import torch
 from mt.config import load_config
 from mt.errors import UserError, cli_entry
 from mt.hardware import (
-    autocast,
     describe,
     memory_efficient_attention_while,
     pick_device,
@@ -35,6 +34,7 @@ from mt.hardware import (
 from mt.inference.search import beam_search, greedy_or_sample
 from mt.loss import token_loss
 from mt.model import Transformer, build_model
+from mt.runtime import Runtime
 from mt.training.optim import make_optimizer
 
 # Peak dense bf16 tensor-core FLOP/s by device name; MFU is reported only for these.
@@ -140,7 +140,7 @@ def measure_training(setting: dict, device: torch.device, precision: str, steps:
     translation = isinstance(model, Transformer)
 
     def step():
-        with autocast(device, precision):
+        with Runtime(device, bf16=uses_bf16(device, precision)).autocast():
             if translation:  # the loss as training takes it (mt.loss.head_loss)
                 loss = forward(*inputs, targets=targets)
             else:
@@ -186,7 +186,7 @@ def measure_decoding(
     ]:
         for batch in batch_sizes:
             for cache in (True, False):
-                with autocast(device, precision):
+                with Runtime(device, bf16=uses_bf16(device, precision)).autocast():
                     run(src[:1], cache)  # warm-up: kernels, allocator
                     sync(device)
                     if device.type == "cuda":
@@ -223,7 +223,8 @@ def quality_runs(on_gpu: bool, quick: bool, precision: str) -> list[tuple[str, s
             "model.d_model=64",
             "model.d_ff=128",
             "model.n_head=4",
-            "tokenizer.vocab_size=2000",
+            "tokenizer.vocab_size=1000",
+            "data.train=[multi30k:test_2017_flickr]",  # 1,000 pairs: the machinery, not the quality
             "train.max_steps=20",
             "train.eval_every=10",
             "train.warmup_steps=5",
@@ -236,7 +237,8 @@ def quality_runs(on_gpu: bool, quick: bool, precision: str) -> list[tuple[str, s
     if quick or not on_gpu:  # a step count alone: a budget would add the evaluation that times its plan
         lm, mt = lm + ["train.max_minutes=null"], mt + ["train.max_minutes=null"]
     if not on_gpu:
-        lm, mt = lm + ["train.device=cpu"], mt + ["data.train=[multi30k]", "model.dropout=0.0", "train.device=cpu"]
+        lm, mt = lm + ["train.device=cpu"], mt + ["model.dropout=0.0", "train.device=cpu"]
+        mt = mt if quick else mt + ["data.train=[multi30k]"]
     # The curve is all these runs give; the end-of-training report would decode the test sets.
     lm, mt = (runs + [f"train.precision={precision}", "train.report=false"] for runs in (lm, mt))
     return [

@@ -22,9 +22,9 @@ from typing import Any, Literal, Union
 
 import yaml
 
+from mt.decode_options import DecodeOptions
 from mt.errors import UserError
 from mt.files import split_lines
-from mt.inference.decode_options import DecodeOptions
 
 # A corpus is a catalog name ("multi30k", "multi30k:test_2017_flickr") or a mapping handed to
 # `datasets.load_dataset` (see mt/data/corpora.py).
@@ -33,13 +33,17 @@ CorpusSpec = Union[str, dict]  # noqa: UP007 (a runtime value: X | Y would need 
 
 @dataclass
 class DataConfig:
+    """The corpora and how they are cut into batches. Corpus specs: data/README.md and mt/data/corpora.py."""
+
     corpus: str | None = None  # language modelling: a catalog corpus of plain text, or a path to a UTF-8 text file
     block_size: int = 256  # language modelling: context length in tokens
-    src_lang: str = "fr"
-    tgt_lang: str = "en"
-    train: list[CorpusSpec] = field(default_factory=list)  # translation: concatenated
-    valid: CorpusSpec | list[CorpusSpec] | None = None  # a list: the first is primary, the rest reported too
-    test: CorpusSpec | list[CorpusSpec] | None = None  # one or several sets, scored by the end-of-training report
+    src_lang: str = "fr"  # translation: the source language's code, as the corpora name it
+    tgt_lang: str = "en"  # translation: the target language's code
+    train: list[CorpusSpec] = field(
+        default_factory=list
+    )  # translation: training corpora, concatenated, or mixed by weight
+    valid: CorpusSpec | list[CorpusSpec] | None = None  # translation: validation set(s); best.pt follows the first
+    test: CorpusSpec | list[CorpusSpec] | None = None  # translation: test set(s), scored by the end-of-training report
     clean: bool = False  # translation: strip whitespace, drop training pairs with no letters or source = target
     dedup: bool = False  # translation: drop exactly repeated training pairs
     max_len: int = 128  # translation: longer pairs (in tokens) are dropped
@@ -50,63 +54,76 @@ class DataConfig:
 
 @dataclass
 class TokenizerConfig:
-    kind: Literal["char", "sentencepiece", "marian"] = (
-        "char"  # marian: imported with a model (mt.import), never trained
-    )
-    vocab_size: int = 8000
-    model_type: Literal["unigram", "bpe"] = "unigram"
+    """Trained on the training corpora and saved in the run directory (cached by content)."""
+
+    kind: Literal["char", "sentencepiece", "marian"] = "char"  # sentencepiece: joint; marian: imported, never trained
+    vocab_size: int = 8000  # SentencePiece pieces, the four special ids included
+    model_type: Literal["unigram", "bpe"] = "unigram"  # SentencePiece's algorithm
     sampling_alpha: float = 0.0  # > 0: subword regularization while training (unigram only)
     max_pairs: int = 1_000_000  # SentencePiece learns from at most this many pairs, drawn at random
 
 
 @dataclass
 class ModelConfig:
-    arch: Literal["gpt", "bigram", "transformer"] = "gpt"
-    n_layer: int = 6  # gpt
-    enc_layers: int = 6  # transformer
-    dec_layers: int = 6  # transformer
-    n_head: int = 6
-    d_model: int = 384
-    d_ff: int | None = None  # default 4 * d_model
+    """The network. The options Marian (OPUS-MT) models need are options here, set by mt.import."""
+
+    arch: Literal["gpt", "bigram", "transformer"] = "gpt"  # decoder-only, a lookup table, or encoder-decoder
+    n_layer: int = 6  # gpt: blocks
+    enc_layers: int = 6  # transformer: encoder blocks
+    dec_layers: int = 6  # transformer: decoder blocks
+    n_head: int = 6  # attention heads
+    d_model: int = 384  # model width
+    d_ff: int | None = None  # feed-forward width; null: 4 * d_model
     dropout: float = 0.0  # of the embeddings, every sublayer's output and, unless set below, the attention weights
     attention_dropout: float | None = None  # of the attention weights; default model.dropout
-    bias: bool = True
-    positions: Literal["learned", "sinusoidal", "marian"] = "learned"  # marian: sinusoids, all sines then all cosines
+    bias: bool = True  # biases in the Linear and LayerNorm layers
+    positions: Literal["learned", "sinusoidal", "marian"] = "learned"  # marian: all sines, then all cosines
     tie_output: bool = True  # output projection shares the embedding matrix
     activation: Literal["gelu", "relu", "swish"] = "gelu"  # of the feed-forward layers
     # The encoder-decoder only:
     norm: Literal["pre", "post"] = "pre"  # LayerNorm before each sublayer, or after the residual sum (Marian)
     scale_embeddings: bool = True  # token embeddings times sqrt(d_model)
     logits_bias: bool = False  # a bias on the output logits (Marian's final_logits_bias)
-    max_positions: int | None = None  # position table size; default data.max_len + 1
+    max_positions: int | None = None  # transformer: position table size; null: data.max_len + 1
+
+
+@dataclass
+class PlanRule:
+    """How a time budget adapts the run to the machine, by the epochs its first plan covers: under
+    `few_epochs`, steps of half the micro-batches (more updates); over `many_epochs`, dropout of at
+    least `dropout` (less overfitting). Both from warm-up's end; null turns a part off."""
+
+    few_epochs: float | None = 1.1  # fewer planned epochs: steps of half train.grad_accum's micro-batches
+    many_epochs: float | None = 3.25  # more planned epochs: model.dropout raised to at least `dropout`
+    dropout: float = 0.1  # the dropout a plan of many epochs trains with
 
 
 @dataclass
 class TrainConfig:
+    """The optimizer, the schedule, when to evaluate and when to stop, and on what."""
+
     batch_size: int = 64  # language modelling: sequences per step (per process under torchrun)
     grad_accum: int = 1  # micro-batches whose gradients make one optimizer step
     micro_batch_workers: int = 0  # CPU, one process: micro-batches at once; 0 = one per thread, up to grad_accum
-    max_steps: int = 5000
-    max_minutes: float | None = None  # wall-clock budget; stop, evaluate, checkpoint when spent
-    short_plan_steps: int | None = None  # a budget planning fewer steps halves grad_accum (mt.training.stopping)
-    long_plan_steps: int | None = None  # a budget planning at least this many turns on long_plan_dropout (the same)
-    long_plan_dropout: float = 0.1  # model.dropout from a long plan's start on
+    max_steps: int = 5000  # optimizer steps at most
+    max_minutes: float | None = None  # time budget: a step plan made after warm-up (mt/training/plan.py)
+    plan: PlanRule = field(default_factory=PlanRule)  # what a time budget's plan adapts (mt/training/plan.py)
     init_from: str | None = None  # fine-tune: start from this run directory's (or checkpoint's) weights and tokenizer
-    lr: float = 1e-3
-    min_lr: float | None = None  # cosine floor; default lr / 10
-    schedule: Literal["cosine", "inverse_sqrt"] = "cosine"
-    warmup_steps: int = 100
-    weight_decay: float = 0.1
-    beta2: float = 0.99
-    grad_clip: float = 1.0
-    label_smoothing: float = 0.0
-    eval_every: int = 250
+    lr: float = 1e-3  # peak learning rate, reached at the end of warm-up
+    min_lr: float | None = None  # cosine floor; null: lr / 10
+    schedule: Literal["cosine", "inverse_sqrt"] = "cosine"  # after warm-up: cosine to the last step, or 1/sqrt
+    warmup_steps: int = 100  # linear warm-up from 0
+    weight_decay: float = 0.1  # AdamW's, on matrices only
+    beta2: float = 0.99  # AdamW's second-moment decay
+    grad_clip: float = 1.0  # gradient norm clipped to this; 0: off
+    label_smoothing: float = 0.0  # of the cross-entropy
+    eval_every: int = 250  # steps between evaluations (translation: validation loss and greedy BLEU)
     eval_batches: int = 200  # language modelling: batches averaged per loss estimate
     patience: int | None = None  # stop after this many evaluations without improvement
     log_every: int = 10  # steps between progress-bar updates (each one syncs the device)
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when one is visible; picks the recipe's device block
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA and bf16-unit CPUs, else fp32
-    compile: bool = False
+    compile: bool = False  # train through torch.compile (on a CPU it needs a C++ compiler)
     average_last: int = 0  # >= 2: keep the last N evaluations' weights and average them when training stops
     report: bool = True  # at the end: score best on the test sets, translate the demo, write results.json
     tensorboard: bool = False  # log to RUN_DIR/tensorboard (needs the tensorboard extra)
@@ -114,9 +131,11 @@ class TrainConfig:
 
 @dataclass
 class Config:
-    name: str
-    out_dir: str | None = None  # default runs/<name>
-    seed: int = 1337
+    """A whole recipe: the run's name and seed, then one section each."""
+
+    name: str  # the run's name: its directory is runs/<name> unless out_dir says otherwise
+    out_dir: str | None = None  # the run directory; null: runs/<name>
+    seed: int = 1337  # weights, batch order, dropout and sampling; fixed for a run (--resume keeps it)
     data: DataConfig = field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -252,9 +271,9 @@ def _check(cfg: Config, source: str) -> None:
         raise UserError(
             f"{source}: train.average_last must be 0 (off) or the number of snapshots to average, got {t.average_last}"
         )
-    for key, steps in (("short_plan_steps", t.short_plan_steps), ("long_plan_steps", t.long_plan_steps)):
-        if steps is not None and steps <= 0:
-            raise UserError(f"{source}: train.{key} must be positive or null (off), got {steps}")
+    for key, epochs in (("few_epochs", t.plan.few_epochs), ("many_epochs", t.plan.many_epochs)):
+        if epochs is not None and epochs <= 0:
+            raise UserError(f"{source}: train.plan.{key} must be positive or null (off), got {epochs}")
     if t.micro_batch_workers < 0:
         raise UserError(
             f"{source}: train.micro_batch_workers must be 0 (automatic) or a number, got {t.micro_batch_workers}"
@@ -266,7 +285,7 @@ def _check(cfg: Config, source: str) -> None:
     probabilities = {
         "model.dropout": m.dropout,
         "model.attention_dropout": m.attention_dropout,
-        "train.long_plan_dropout": t.long_plan_dropout,
+        "train.plan.dropout": t.plan.dropout,
     }
     for key, p in probabilities.items():
         if p is not None and not 0.0 <= p < 1.0:
@@ -410,8 +429,15 @@ def _inherit(cfg: Config, raw: dict, source: str) -> None:
         setattr(cfg, name, theirs)
 
 
+# Keys that runs saved by earlier versions may hold and that no longer mean anything to a trained run.
+RETIRED = {"train": ("short_plan_steps", "long_plan_steps", "long_plan_dropout")}
+
+
 def config_from_dict(raw: dict, source: str = "config") -> Config:
-    """Rebuild a Config saved in a run directory."""
+    """Rebuild a Config saved in a run directory (keys that are RETIRED are left out)."""
+    for section, keys in RETIRED.items():
+        for key in keys:
+            (raw.get(section) or {}).pop(key, None)
     cfg = _section(Config, raw, "", source)
     _check(cfg, source)
     return cfg

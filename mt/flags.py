@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from mt.decode_options import DecodeOptions
 from mt.errors import UserError
-from mt.inference.decode_options import DecodeOptions
 from mt.inference.loading import DEFAULT_MODEL
 from mt.inference.translator import load_translator
 

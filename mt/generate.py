@@ -12,11 +12,11 @@ import sys
 import torch
 
 from mt.data.tokenizer import CharTokenizer
+from mt.decode_options import DecodeOptions
 from mt.errors import UserError, cli_entry
-from mt.hardware import pick_device
-from mt.inference.decode_options import DecodeOptions
 from mt.inference.generation import generate_lm
 from mt.inference.loading import load_run
+from mt.runtime import Runtime
 
 DEFAULT_MODEL = "runs/shakespeare_char"
 
@@ -41,7 +41,7 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     DecodeOptions(beam=1, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)  # the one range check
-    device = pick_device(args.device)
+    device = Runtime.for_inference(args.device).device
     hint = "; train one with: python -m mt.train recipes/shakespeare_char.yaml" if args.model == DEFAULT_MODEL else ""
     cfg, tokenizer, model = load_run(args.model, device, hint)
     if cfg.model.arch == "transformer":

@@ -3,8 +3,7 @@
 
 `token_loss` takes logits. `head_loss` takes the states before the output layer and applies the
 layer itself, a slice of rows at a time, so the (N, V) logits and log-probabilities never exist
-whole: for the CPU translation recipe they were the two largest tensors of a step (about 110 MB
-each for 3,400 target tokens over 8,000 pieces).
+whole: on a CPU they would be the two largest tensors of a translation step.
 """
 
 from __future__ import annotations
@@ -12,17 +11,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from mt.data.tokenizer import PAD
+from mt.data.vocab import PAD
 
 HEAD_ROWS = 1024  # rows of logits alive at once in head_loss on a CPU: 32 MB in fp32 over an 8k vocabulary
 # On a CPU, rows of fp32 log-probabilities per pass of the elementwise work: 4 MB over an 8k
-# vocabulary, so the passes after the first run in cache, and no allocation is large enough for
-# glibc to map fresh (zeroed, page-faulting) memory each time. Over 1,024 rows at once the same
-# work took 3x as long.
+# vocabulary, so the passes after the first run in cache and no allocation is large enough for
+# glibc to map fresh, page-faulting memory each time...
 CHUNK_ROWS = 128
-# ...and fewer over a larger vocabulary, so that a pass stays within about 8 MB of fp32: over
-# OPUS-MT's 59,514 pieces 128 rows are 30 MB, and the loss's elementwise work over 1,024 rows took
-# 131 ms against 102 ms in chunks of 32 rows (a Xeon with AMX, bf16 logits).
+# ...and fewer over a larger vocabulary (OPUS-MT's 59k pieces), so that a pass stays within 8 MB.
 CHUNK_ELEMENTS = 1 << 21
 # On a GPU every operation is a kernel launch that costs the host microseconds, and the CPU's small
 # passes made the loss 5,165 of a Transformer-base step's 8,078 operations at 800 x 32 target rows

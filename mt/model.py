@@ -22,8 +22,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mt.config import Config
-from mt.data.tokenizer import PAD
-from mt.dropout import Dropout, dropout, thread_generator
+from mt.cpu.dropout import Dropout, dropout, thread_generator
+from mt.data.vocab import PAD
 from mt.loss import head_loss
 
 
@@ -104,11 +104,10 @@ MATMUL_ATTENTION_MAX_KEYS = 128
 
 def _sdpa(q, k, v, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False) -> torch.Tensor:
     """Attention (B, H, T, K) -> (B, H, T, K): `F.scaled_dot_product_attention`, except in bf16 on
-    CPU. There PyTorch's flash kernel is slow in bf16 (its backward about 6x its fp32 time), and
-    even in fp32 it took up to 1.8x as long as plain bf16 matmuls, forward and backward, on the
-    translation recipe's short sentences and the char GPT's 128 characters (2.5 against 1.4 ms at
-    32 sentences x 32 tokens, 4 heads of 64). With dropout in a thread that has a generator of its
-    own (mt.dropout.own_generator) it is the matmul form too: SDPA draws from the default one."""
+    CPU, where PyTorch's fused kernel is slow on short sentences (docs/cpu.md): there keys up to
+    MATMUL_ATTENTION_MAX_KEYS take two bf16 matmuls around an fp32 softmax. With dropout in a thread
+    that has a generator of its own (mt.cpu.dropout.own_generator) it is the matmul form too: SDPA
+    draws from the default one."""
     if q.device.type == "cpu" and dropout_p > 0 and thread_generator() is not None:
         return _matmul_attention(q, k, v, attn_mask, dropout_p, is_causal)
     if q.device.type == "cpu" and q.dtype == torch.bfloat16:

@@ -51,7 +51,7 @@ def test_bench_quick_prints_table_and_writes_json(tmp_path):
 
 def tiny_translation(tmp_path) -> list[str]:
     """Overrides for a tiny translation model on a synthetic corpus."""
-    from conftest import TINY_MODEL, synthetic_corpus
+    from helpers import TINY_MODEL, synthetic_corpus
 
     spec = synthetic_corpus(tmp_path, 400)
     return [*TINY_MODEL, f"data.train=[{spec}]", f"data.valid={spec}", f"data.test={spec}"]
@@ -105,9 +105,9 @@ def test_profile_step_times_the_step_with_the_trainers_memory_settings(tmp_path,
     settled = []
     real = profile_step.settle_memory
 
-    def recording(device, precision):
+    def recording(cfg, device, precision):
         settled.append((device.type, precision))
-        real(device, precision)
+        return real(cfg, device, precision)
 
     def profiling(cfg, task, device, precision, steps, trace):
         assert settled, "profiled before the trainer's settings were applied"

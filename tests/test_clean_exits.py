@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY_MODEL, synthetic_corpus
+from helpers import TINY_MODEL, synthetic_corpus
 
 from mt import train as train_module
 from mt.training.run_dir import RunLock

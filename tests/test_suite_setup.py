@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import torch
-from conftest import available_cores, share_the_cores_among_workers
+from helpers import available_cores, share_the_cores_among_workers
 
 
 def test_xdist_workers_each_take_a_share_of_the_cores(monkeypatch):

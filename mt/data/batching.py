@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from mt.data.tokenizer import END, PAD, START
+from mt.data.vocab import END, PAD, START
 
 
 class Ragged(NamedTuple):

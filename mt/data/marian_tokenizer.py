@@ -24,7 +24,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from mt.data.tokenizer import END, META_FILE, SPECIALS, UNK, clean
+from mt.data.vocab import END, META_FILE, SPECIALS, UNK, clean
 
 SOURCE_SPM, TARGET_SPM = "source.spm", "target.spm"
 MARIAN_SPECIALS = {"eos": "</s>", "unk": "<unk>", "pad": "<pad>"}

@@ -1,15 +1,8 @@
-"""Tokenizers with one interface (encode, decode, vocab_size, save/load, fixed special ids), and
-their training for either task, SentencePiece models cached by the content they learned from.
-
-Every tokenizer encodes `clean(text)`: lone surrogates (a str can hold them, UTF-8 cannot, and
-SentencePiece refuses them) become U+FFFD, and control characters other than tab, newline and
-carriage return (NUL among them) become spaces. So the commands, the Python API and the server
-take any Python string.
-
-Special ids are the same for every tokenizer: <pad> 0, <unk> 1, <START> 2, <END> 3. The character
-tokenizer numbers its characters from 4, in sorted order. Encoding takes a `side` ("src" or "tgt"):
-mt's own tokenizers are joint and ignore it; an imported Marian model's has one SentencePiece
-model per language (mt/data/marian_tokenizer.py).
+"""Tokenizers with one interface (encode, decode, vocab_size, save/load, the special ids of
+mt/data/vocab.py), and their training for either task, SentencePiece models cached by the content
+they learned from. The character tokenizer numbers its characters from 4, in sorted order.
+Encoding takes a `side` ("src" or "tgt"): mt's own tokenizers are joint and ignore it; an imported
+Marian model's has one SentencePiece model per language (mt/data/marian_tokenizer.py).
 """
 
 from __future__ import annotations
@@ -17,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import re
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -26,21 +18,10 @@ from pathlib import Path
 import numpy as np
 import sentencepiece as spm
 
+from mt.data.marian_tokenizer import MarianVocabTokenizer
+from mt.data.vocab import END, META_FILE, PAD, SPECIALS, START, UNK, clean
 from mt.errors import UserError
 from mt.files import atomic_write
-
-PAD, UNK, START, END = 0, 1, 2, 3
-SPECIALS = ["<pad>", "<unk>", "<START>", "<END>"]
-META_FILE = "tokenizer.json"
-_UNSAFE = re.compile("[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def clean(text: str) -> str:
-    """`text` as every tokenizer takes it (see the module notes); most text comes back as it is."""
-    if not _UNSAFE.search(text):
-        return text
-    return _UNSAFE.sub(lambda m: "\ufffd" if m.group() >= "\ud800" else " ", text)
-
 
 SPM_FILE = "tokenizer.model"
 
@@ -202,8 +183,6 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
     if meta["kind"] == "char":
         return CharTokenizer(meta["chars"])
     if meta["kind"] == "marian":
-        from mt.data.marian_tokenizer import MarianVocabTokenizer
-
         return MarianVocabTokenizer.load(directory, meta)
     return SentencePieceTokenizer((directory / SPM_FILE).read_bytes())
 

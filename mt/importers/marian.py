@@ -21,8 +21,8 @@ import torch
 from mt.checkpoint import BEST, save_checkpoint
 from mt.config import Config, DataConfig, ModelConfig, TokenizerConfig, save_config
 from mt.data.marian_tokenizer import MARIAN_SPECIALS, MarianVocabTokenizer
+from mt.decode_options import DecodeOptions
 from mt.errors import UserError, require_extra
-from mt.inference.decode_options import DecodeOptions
 from mt.model import build_model
 
 FILES = ("config.json", "source.spm", "target.spm", "vocab.json")

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from mt.data.tokenizer import END, START
+from mt.data.vocab import END, START
 from mt.errors import UserError, require_extra
 
 

@@ -16,9 +16,10 @@ from pathlib import Path
 import torch
 
 from mt.config import config_from_dict
-from mt.data.tokenizer import SPECIALS, load_tokenizer
+from mt.data.tokenizer import load_tokenizer
+from mt.data.vocab import SPECIALS
+from mt.decode_options import DecodeOptions
 from mt.errors import UserError, require_extra
-from mt.inference.decode_options import DecodeOptions
 from mt.model import positions
 
 CONFIG_FILE = "mt_config.json"
@@ -146,7 +147,7 @@ class CTranslate2Translator:
         hypotheses: bool = False,
         **changes,
     ):
-        from mt.inference.translator import Hypothesis
+        from mt.inference.search import Hypothesis
 
         o = (options or self.options).replace(**changes)
         if o.sampling:

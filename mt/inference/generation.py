@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import torch
 
-from mt.data.tokenizer import SPECIALS
+from mt.data.vocab import SPECIALS
 from mt.inference.search import pick_next
 
 

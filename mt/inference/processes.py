@@ -1,9 +1,9 @@
 """Decode batches in worker processes, one thread each, started once and kept.
 
-Two decoding threads of one process (mt/inference/workers.py) take turns at Python's lock between
+Two decoding threads of one process (mt/cpu/workers.py) take turns at Python's lock between
 the hundreds of small operations of every step; two processes, each with a copy of the model, do
-not (docs/results.md, "Decoding in worker processes"). A process costs its start (importing PyTorch
-and loading the model: about two seconds) and its own memory, so they pay where they live long: a
+not (docs/cpu.md). A process costs its start (importing PyTorch and loading the model: seconds)
+and its own memory, so they pay where they live long: a
 server, a long input file, a benchmark timed after loading. Each process decodes a batch exactly as
 a one-thread worker would, so the outputs are those of `Translator.translate` with workers.
 
@@ -19,7 +19,7 @@ import contextlib
 import multiprocessing
 import queue
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import resource_tracker
 from multiprocessing.connection import wait
@@ -59,8 +59,8 @@ class ProcessDied(RuntimeError):
     """A decoding process ended while it had work: out of memory, or killed."""
 
 
-def _decode_forever(run_dirs, quantize: str | None, pipe) -> None:
-    """A worker process: load the model, say so, then answer each (options, ids) batch with its
+def _decode_forever(load: Callable, pipe) -> None:
+    """A worker process: load the model (`load()`: a Translator), say so, then answer each (options, ids) batch with its
     result, until the parent stops it or is gone (its end of the pipe closes)."""
     for stopping in STOPPING:  # the parent's to handle (STOPPING), held back since the start
         signal.signal(stopping, signal.SIG_IGN)
@@ -69,9 +69,7 @@ def _decode_forever(run_dirs, quantize: str | None, pipe) -> None:
     torch.set_num_threads(1)
     try:
         try:
-            from mt.inference.translator import Translator
-
-            translator = Translator.load(run_dirs, "cpu", quantize)
+            translator = load()
         except BaseException as e:  # noqa: BLE001 - any failure to load is the parent's to report
             pipe.send(_failure(e))
             return
@@ -107,11 +105,9 @@ class _Worker:
     """One process and the parent's end of its pipe; `pending` results are owed to an abandoned
     call, and read and dropped before the next call uses the process."""
 
-    def __init__(self, context, run_dirs, quantize: str | None, name: str):
+    def __init__(self, context, load: Callable, name: str):
         self.pipe, self._their_end = context.Pipe()
-        self.process = context.Process(
-            target=_decode_forever, args=(run_dirs, quantize, self._their_end), name=name, daemon=True
-        )
+        self.process = context.Process(target=_decode_forever, args=(load, self._their_end), name=name, daemon=True)
         self.pending = 0
 
     def start(self) -> None:
@@ -150,16 +146,17 @@ class _Worker:
 
 
 class DecodingProcesses:
-    """`count` spawned processes, each holding the model(s) of `run_dirs` on one thread."""
+    """`count` spawned processes, each holding what `load` (picklable, no arguments) returns: a
+    Translator on one thread."""
 
-    def __init__(self, run_dirs, quantize: str | None, count: int):
+    def __init__(self, load: Callable, count: int):
         context = multiprocessing.get_context("spawn")  # forking a process that has run PyTorch is unsafe
         self._free: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         self.workers: list[_Worker] = []
         atexit.register(self.close)  # before multiprocessing's own exit handler, which would wait on them
         try:
             for i in range(count):  # each known before it starts: close() stops whatever started
-                self.workers.append(_Worker(context, run_dirs, quantize, f"mt-decode-{i}"))
+                self.workers.append(_Worker(context, load, f"mt-decode-{i}"))
                 self.workers[-1].start()
             for worker in self.workers:
                 failure = worker.receive(starting=True)

@@ -27,9 +27,7 @@ def _split_cross_projections(model: nn.Module) -> None:
 
 
 # On CPUs with AMX int8 tiles, oneDNN's int8 kernels beat fbgemm's from about this much work a call
-# (rows x inputs x outputs) up. Measured on one thread of a 2-core Xeon with AMX, the fr_en model's
-# layers (256 x 256 to 256 x 1,024): fbgemm 1.5-1.75x faster at 8 rows, oneDNN 1.1-1.9x at 192; int8
-# beam 5 over test_2016 3% faster in all (2026-11-27).
+# (rows x inputs x outputs) up; below it fbgemm is faster (docs/cpu.md).
 AMX_ONEDNN_FROM_MACS = 6_000_000
 INT8_DOT_PRODUCTS = {"avx512_vnni", "avx_vnni", "amx_int8"}  # CPU flags of exact int8 multiply-adds
 
@@ -48,8 +46,8 @@ def _packed_for_onednn(packed):
 
 class Int8Linear(nn.Module):
     """A dynamically quantized Linear that calls its operator straight away. PyTorch's module does
-    the same call behind a Python dtype and version check, which cost about 15 us of a 40 us call
-    on the few rows of a late decoding step (22 such calls a step). With `large_calls_on_onednn`,
+    the same call behind a Python dtype and version check, a large share of a call on the few rows
+    of a late decoding step. With `large_calls_on_onednn`,
     calls of at least AMX_ONEDNN_FROM_MACS multiply-adds go to oneDNN's packing of the weights."""
 
     def __init__(self, quantized: nn.Module):
@@ -82,13 +80,11 @@ def _thin(model: nn.Module) -> nn.Module:
 
 
 def _onednn_where_faster(model: nn.Module) -> nn.Module:
-    """The output layer (D x V, the largest matmul of a decoding step) on oneDNN where PyTorch has it:
-    for beam search's 320 rows x 256 x 8,000 it took 3.6 ms against fbgemm's 4.8 ms on a 2-core AMD
-    EPYC with AVX-512 VNNI. The other layers stay on fbgemm, which was as fast or faster at their
-    sizes there (a 40 x 256 x 256 layer: 30 against 43 us); on CPUs with AMX int8 tiles their large
-    calls go to oneDNN too (AMX_ONEDNN_FROM_MACS). Only on CPUs with int8 dot products (VNNI, AMX):
-    without them the 8-bit products are summed in 16 bits and saturate, which is why fbgemm takes 7
-    bits there (an AVX2-only EPYC gave logits 10% off on oneDNN)."""
+    """The output layer (D x V, the largest matmul of a decoding step) on oneDNN, where it is faster
+    than fbgemm; the other layers stay on fbgemm, as fast or faster at their sizes, except that on
+    CPUs with AMX int8 tiles their large calls go to oneDNN too (AMX_ONEDNN_FROM_MACS). Only on CPUs
+    with int8 dot products (VNNI, AMX): without them oneDNN sums the 8-bit products in 16 bits,
+    which saturate (fbgemm takes 7 bits there)."""
     flags = cpu_flags()
     if "onednn" not in torch.backends.quantized.supported_engines or not flags & INT8_DOT_PRODUCTS:
         return model
@@ -103,7 +99,7 @@ def _onednn_where_faster(model: nn.Module) -> nn.Module:
 
 def quantize_int8(model: nn.Module) -> nn.Module:
     """Weights to int8, activations quantized on the fly, cross-attention's key and value projection
-    included (CTranslate2's int8 quantizes it too): in fp32 it took 7% of greedy decoding's time."""
+    included (CTranslate2's int8 quantizes it too)."""
     if next(model.parameters()).device.type != "cpu":
         raise UserError("--quantize int8 is for CPU inference; drop it or use --device cpu")
     _split_cross_projections(model)

@@ -4,13 +4,24 @@ reuses the same decoding step; forced decoding scores given outputs with the sam
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import torch
 
-from mt import heap
-from mt.data.tokenizer import END, PAD, START
+from mt.cpu import heap
+from mt.data.vocab import END, PAD, START
 from mt.inference.selection import argmax_rows, topk_rows
 from mt.model import move_rows_
+
+
+@dataclass
+class Hypothesis:
+    """One translation as the searches rank it."""
+
+    text: str
+    score: float  # beam search: log-probability / length penalty; greedy and sampling: log-probability
+    ids: list[int]  # subword ids, without <END>
+    tokens: list[str] = field(default_factory=list)  # the subwords themselves
 
 
 def pick_next(
@@ -165,19 +176,16 @@ class Decoder:
 
 
 # On a CPU the next-token scores of a step are computed in equal slices of rows when the whole
-# (rows, V) float matrix would take more than this (28 MB). glibc maps every block over its largest
-# mmap threshold afresh, zeroed page by page, and a worker thread's arena cannot keep one over 64 MB
-# at all: beam 5 of 64 sentences over OPUS-MT's 59,514-piece vocabulary makes 76 MB of logits and as
-# much again of log-probabilities a step, and 30% of its CPU time went to page faults. Smaller
-# models (fr_en: 10 MB at 320 rows) take one slice, as on a GPU, whose allocator keeps its blocks.
+# (rows, V) float matrix would take more than this: glibc maps every block over its largest mmap
+# threshold afresh, zeroed page by page, which made page faults a large share of beam search over
+# OPUS-MT's vocabulary. Small vocabularies take one slice, as on a GPU, whose allocator keeps blocks.
 SCORES_SLICE_BYTES = heap.MMAP_THRESHOLD * 7 // 8
 
 
 def _log_softmax_(logits: torch.Tensor) -> torch.Tensor:
     """Log-probabilities over the last dimension, written over `logits` on a CPU: the same numbers
-    as a new tensor, without a second buffer of scores to fill (beam search's 320 x 8,000 on one
-    thread: 1.45 against 1.6-1.7 ms with the scores out of cache). Elsewhere, or where autograd
-    tracks the logits, a new tensor."""
+    as a new tensor, without a second buffer of scores to fill. Elsewhere, or where autograd tracks
+    the logits, a new tensor."""
     if logits.device.type != "cpu" or logits.requires_grad:
         return logits.log_softmax(dim=-1)
     return torch.log_softmax(logits, dim=-1, out=logits)
@@ -308,8 +316,8 @@ def greedy_or_sample(
 
 def _greedy_pick(logits: torch.Tensor, forced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The argmax of the (B, V) logits, and its log-probability from a log-softmax (0 where <END>
-    is forced): the number forced decoding gives, and on CPU 2.3x faster than subtracting
-    `logsumexp`, which makes three passes and a temporary (64 rows x 8,000: 292 against 682 us)."""
+    is forced): the number forced decoding gives, and on CPU faster than subtracting `logsumexp`,
+    which makes three passes and a temporary."""
     nxt = torch.where(forced, END, argmax_rows(logits))
     gain = _log_softmax_(logits).gather(1, nxt[:, None]).squeeze(1)  # the logits are not read again
     return nxt, torch.where(forced, 0.0, gain)

@@ -10,34 +10,23 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import torch
 
-from mt import heap
-from mt.data.tokenizer import END
+from mt.data.vocab import END
+from mt.decode_options import DecodeOptions
 from mt.errors import UserError
-from mt.hardware import autocast, inference_precision, pick_device
-from mt.inference.decode_options import DecodeOptions
 from mt.inference.loading import DEFAULT_MODEL, load_models
 from mt.inference.processes import DecodingProcesses, ProcessDied
-from mt.inference.search import beam_search, greedy_or_sample, target_logprobs
-from mt.inference.workers import default_workers, map_batches
-
-
-@dataclass
-class Hypothesis:
-    text: str
-    score: float  # beam search: log-probability / length penalty; greedy and sampling: log-probability
-    ids: list[int]  # subword ids, without <END>
-    tokens: list[str] = field(default_factory=list)  # the subwords themselves
+from mt.inference.search import Hypothesis, beam_search, greedy_or_sample, target_logprobs
+from mt.runtime import Runtime
 
 
 class Translator:
     """Trained translation model(s), the tokenizer and the recipe's decoding defaults."""
 
-    def __init__(self, cfg, tokenizer, models, device: torch.device):
-        self.cfg, self.tokenizer, self.device = cfg, tokenizer, device
+    def __init__(self, cfg, tokenizer, models, runtime: Runtime):
+        self.cfg, self.tokenizer, self.runtime, self.device = cfg, tokenizer, runtime, runtime.device
         self.models = models if isinstance(models, list) else [models]
         self.model = self.models[0]
         self.max_src_tokens = min(m.max_len for m in self.models) - 1  # room for the source's <END>
@@ -46,15 +35,12 @@ class Translator:
         self.processes: DecodingProcesses | None = None
 
     @classmethod
-    def load(cls, run_dir=DEFAULT_MODEL, device: str = "cpu", quantize: str | None = None) -> Translator:
+    def load(cls, run_dir=DEFAULT_MODEL, device: str | torch.device = "cpu", quantize: str | None = None) -> Translator:
         """Load a run directory (several: an ensemble averaging their probabilities at each step);
         quantize="int8" quantizes the Linear layers for CPU inference."""
-        # Each batch's caches and logits are tens of MB: without this glibc maps them afresh and
-        # unmaps them when freed (beam 5 over test_2016: 600k page faults, 2.4 CPU-s in the kernel).
-        heap.keep_freed_memory()
-        device = pick_device(device)
-        cfg, tokenizer, models = load_models(run_dir, device, quantize)
-        translator = cls(cfg, tokenizer, models, device)
+        runtime = Runtime.for_inference(device)
+        cfg, tokenizer, models = load_models(run_dir, runtime.device, quantize)
+        translator = cls(cfg, tokenizer, models, runtime)
         translator.source = (run_dir, quantize)
         return translator
 
@@ -68,7 +54,9 @@ class Translator:
         if self.source is None:
             raise UserError("decoding processes load the model themselves: use a Translator made by Translator.load")
         self.close()
-        self.processes = DecodingProcesses(*self.source, count or torch.get_num_threads())
+        run_dirs, quantize = self.source
+        load = functools.partial(Translator.load, run_dirs, "cpu", quantize)  # pickled by name for each process
+        self.processes = DecodingProcesses(load, count or torch.get_num_threads())
 
     def close(self) -> None:
         """Stop the decoding processes, if any; decoding goes on in this process."""
@@ -116,7 +104,7 @@ class Translator:
         any keyword named like an option (beam=1, temperature=0.8, ...). Returns one string per
         sentence, or with hypotheses=True each sentence's n_best Hypothesis objects, best first.
         Batches are decoded `workers` at a time (default on a CPU: one per intra-op thread; sampling
-        decodes one batch at a time, so that a seed gives the same samples: mt/inference/workers.py),
+        decodes one batch at a time, so that a seed gives the same samples: mt/cpu/workers.py),
         or after `start_processes` in those processes."""
         o = (options or self.options).replace(**changes)
         if batch_size <= 0:
@@ -146,16 +134,16 @@ class Translator:
         if o.sampling:
             workers = 1
         elif workers is None:
-            workers = default_workers(self.device, len(batches))
+            workers = self.runtime.decode_workers(len(batches))
         search = functools.partial(self.search_batch, o, use_cache=use_cache, generator=generator)
-        return [(ids, scores.tolist()) for ids, scores in map_batches(search, batches, workers, cost=torch.numel)]
+        return [(ids, scores.tolist()) for ids, scores in self.runtime.map_batches(search, batches, workers)]
 
     def search_batch(self, o: DecodeOptions, src: torch.Tensor, use_cache: bool = True, generator=None):
         """One batch's n-best ids and (B, N) scores: (B, S) padded source ids with <END>, as
         `batches` makes them. `generator` is for sampling (default: a fresh one seeded by o.seed)."""
         if generator is None:
             generator = torch.Generator(device=self.device).manual_seed(o.seed)
-        with autocast(self.device, inference_precision(self.device)):  # autocast is per thread: set it here
+        with self.runtime.autocast(training=False):  # autocast is per thread: set it here
             if o.beam > 1:
                 return beam_search(self.models, src, o.beam, o.length_penalty, use_cache, o.max_len, o.n_best)
             # greedy or sampling: the plain loop, without beam search's reordering
@@ -177,7 +165,7 @@ class Translator:
         out = [(0.0, 0)] * len(sources)
         for rows, src in self.batches(encoded, batch_size, skip_empty=False):
             tgt = [wanted[i][: self.max_src_tokens] for i in rows]
-            with autocast(self.device, inference_precision(self.device)):
+            with self.runtime.autocast(training=False):
                 totals, counts = target_logprobs(self.models, src, tgt)
             for i, total, count in zip(rows, totals.tolist(), counts.tolist()):
                 out[i] = (total, count)

@@ -11,9 +11,9 @@ from contextlib import asynccontextmanager
 from importlib import resources
 
 from mt import __version__
+from mt.decode_options import FIELDS
 from mt.errors import UserError, require_extra
 from mt.flags import open_translator
-from mt.inference.decode_options import FIELDS
 from mt.serving.request_batcher import Batcher
 from mt.serving.requests import Limits, decode_body, parse_request
 

@@ -13,7 +13,7 @@ import concurrent.futures
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from mt.inference.decode_options import DecodeOptions
+from mt.decode_options import DecodeOptions
 
 
 @dataclass

@@ -7,8 +7,8 @@ import dataclasses
 import json
 import re
 
+from mt.decode_options import FIELDS, DecodeOptions
 from mt.errors import UserError
-from mt.inference.decode_options import FIELDS, DecodeOptions
 
 
 @dataclasses.dataclass(frozen=True)

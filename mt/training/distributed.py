@@ -3,17 +3,11 @@
 `torchrun --nproc_per_node=N -m mt.train RECIPE` sets WORLD_SIZE, RANK and LOCAL_RANK; a plain
 `python -m mt.train` is a world of one and touches none of this. NCCL on GPUs, gloo on CPU.
 
-Ending cleanly takes care here. Once a DistributedDataParallel module has been built, PyTorch keeps
-the gloo process group alive after `destroy_process_group` (its worker threads `pt_gloo_runloop`
-and `gloo_tcp_loop` are still running at exit, seen with PyTorch 2.13; `bench/clean_exits.py --threads`
-prints them). A worker
-thread that lets go of a tensor Python has already dropped must take the GIL to free it; if the
-interpreter is shutting down by then, Python ends that thread mid-destructor and the C++ runtime
-aborts the process ("terminate called without an active exception", SIGABRT) after training has
-finished. So: every reduction goes through one long-lived tensor, so no such release ever waits on
-the GIL; ranks meet at a barrier before the group is destroyed, so none leaves while another still
-talks to it; and a torchrun worker ends through `run_worker`, which skips the interpreter's teardown
-that those leaked threads could otherwise meet.
+Ending cleanly takes care here. PyTorch keeps a gloo group that served a DistributedDataParallel
+module alive after `destroy_process_group`, and its threads freeing a tensor while the interpreter
+shuts down abort the process after training has finished (`bench/clean_exits.py --threads` shows
+them). So every reduction goes through one long-lived tensor, ranks meet at a barrier before the
+group is destroyed, and a torchrun worker ends through `run_worker`, skipping that teardown.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from mt.data import catalog
 from mt.data.tokenizer import Tokenizer, learn_tokenizer, load_tokenizer
 from mt.errors import UserError
 from mt.loss import token_loss
+from mt.runtime import Runtime
 from mt.training import init_from
 from mt.training.distributed import World
 
@@ -54,7 +55,8 @@ class LanguageModelTask:
 
     best_metric, higher_is_better = "val_loss", False
 
-    def __init__(self, cfg: Config, run_dir: Path, device: torch.device, reuse_tokenizer: bool, world: World = World()):
+    def __init__(self, cfg: Config, run_dir: Path, runtime: Runtime, reuse_tokenizer: bool, world: World = World()):
+        device = runtime.device
         text = read_corpus_text(cfg.data.corpus)
         self.world = world
         if reuse_tokenizer:
@@ -98,6 +100,10 @@ class LanguageModelTask:
         starts = starts[world.rank * self.batch_size : (world.rank + 1) * self.batch_size]
         chunk = data[starts.to(self.device, non_blocking=True) + self.offsets]  # (B, T + 1)
         return chunk[:, :-1], chunk[:, 1:]
+
+    def batches_per_epoch(self) -> int:
+        """Batches of random blocks that hold as many tokens as the training text."""
+        return max(1, len(self.splits["train"]) // (self.block_size * self.batch_size))
 
     def train_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         while True:

@@ -8,8 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 from mt.config import Config
 from mt.errors import UserError
 from mt.files import atomic_write
@@ -80,7 +78,7 @@ def language_model_report(run_dir: Path, log=None) -> None:
     print(f'next:\n  python -m mt.generate --model {run_dir} --prompt "ROMEO:" --max-new-tokens 300', file=log)
 
 
-def report(cfg: Config, run_dir: Path, device: torch.device) -> None:
+def report(cfg: Config, run_dir: Path, runtime) -> None:
     """The end-of-training report. The run is complete without it, so a failure here (a test set
     that cannot be read) is a warning, not an error."""
     if cfg.model.arch != "transformer":
@@ -88,6 +86,6 @@ def report(cfg: Config, run_dir: Path, device: torch.device) -> None:
         return
     print("end-of-training report (train.report=false skips it)", file=sys.stderr)
     try:
-        translation_report(cfg, run_dir, device.type)
+        translation_report(cfg, run_dir, runtime.device)
     except UserError as e:
         print(f"warning: no end-of-training report: {e}", file=sys.stderr)

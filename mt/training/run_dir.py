@@ -13,6 +13,7 @@ from mt.config import Config, save_config
 from mt.errors import UserError
 from mt.files import atomic_write
 from mt.training import distributed
+from mt.training.plan import Plan
 
 # Recipe sections that must not change when a run is resumed (train.* and decode.* may), and
 # the keys in them that may: they change how fast the data is prepared, not what it is.
@@ -61,10 +62,7 @@ class RunState:
     elapsed_s: float = 0.0  # training time spent before this process took over
     best: float | None = None  # the best validation score so far
     bad_evals: int = 0  # evaluations since it last improved
-    planned_steps: int | None = None  # what a time budget became (mt.training.stopping)
-    plan_anchor: tuple[int, float] | None = None  # where a re-made plan took over the cosine (mt.training.optim)
-    grad_accum: int | None = None  # micro-batches a step where a short plan halved train.grad_accum's
-    dropout: float | None = None  # model.dropout where a long plan turned on train.long_plan_dropout
+    plan: Plan | None = None  # what a time budget became (mt/training/plan.py)
 
     def record(self, score: float, higher_is_better: bool) -> bool:
         """Count an evaluation's score; returns whether it improved on the best (then it is the best)."""

@@ -18,6 +18,10 @@ class Task(Protocol):
     @property
     def vocab_size(self) -> int: ...
 
+    def batches_per_epoch(self) -> int:
+        """Micro-batches (over all ranks) that make one pass over the training data: the plan's epochs."""
+        ...
+
     def train_batches(self) -> Iterator[Any]:
         """Endless training batches on the training device; closing it stops any prefetching."""
         ...

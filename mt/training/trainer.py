@@ -17,48 +17,29 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from mt import heap
 from mt.checkpoint import BEST, LAST, save_checkpoint
 from mt.config import Config
-from mt.hardware import (
-    autocast,
-    bound_onednn_kernels,
-    emulated_bf16,
-    inference_precision,
-    keep_weight_casts,
-    pick_device,
-    require_cpp_compiler,
-    uses_bf16,
-)
+from mt.cpu.micro_batches import MicroBatchWorkers, add_in_order
 from mt.model import build_model, set_dropout
+from mt.runtime import Runtime
 from mt.training import distributed, init_from
 from mt.training.averaging import average_into_best, keep_last_snapshots, snapshot_path
 from mt.training.board import Board
 from mt.training.lm_task import LanguageModelTask
-from mt.training.micro_batches import MicroBatchWorkers, add_in_order, resolve_workers
 from mt.training.optim import lr_at, make_optimizer
+from mt.training.plan import Plan, Planner, expected_last_step
 from mt.training.report import report
 from mt.training.run_dir import RunLock, RunState, open_run
-from mt.training.stopping import StopFlag, StopPolicy, expected_last_step
+from mt.training.stopping import StopFlag, StopPolicy
 from mt.training.task import Task
 
 
-def build_task(
-    cfg: Config, run_dir: Path, device: torch.device, reuse_tokenizer: bool, world: distributed.World
-) -> Task:
+def build_task(cfg: Config, run_dir: Path, runtime: Runtime, reuse_tokenizer: bool, world: distributed.World) -> Task:
     if cfg.model.arch == "transformer":
         from mt.training.translation_task import TranslationTask  # imports `datasets`, slow to load
 
-        return TranslationTask(cfg, run_dir, device, reuse_tokenizer, world)
-    return LanguageModelTask(cfg, run_dir, device, reuse_tokenizer, world)
-
-
-def settle_memory(device: torch.device, precision: str) -> None:
-    """The process-wide memory settings of training, before its first step (and the first bf16
-    matmul): freed blocks kept for the next step (mt/heap.py) and oneDNN's caches bounded
-    (mt/hardware.py). bench/profile_step.py applies them too, to time the step the trainer runs."""
-    heap.keep_freed_memory()
-    bound_onednn_kernels(device, precision)
+        return TranslationTask(cfg, run_dir, runtime, reuse_tokenizer, world)
+    return LanguageModelTask(cfg, run_dir, runtime, reuse_tokenizer, world)
 
 
 def train(cfg: Config, resume: bool = False) -> dict:
@@ -68,15 +49,13 @@ def train(cfg: Config, resume: bool = False) -> dict:
     (the step limit, the budget, patience, Ctrl-C, a user error, an exception): the trainer closes
     its data threads and then its writers, then the process group is destroyed, then the run lock
     is released, so that no second training can start in the directory before this one is done."""
-    device = pick_device(cfg.train.device)
-    if cfg.train.compile:  # before the process group, which an error here would leave behind
-        require_cpp_compiler(device, "train.compile=true")
+    device = Runtime.training_device(cfg.train)  # before the process group, which an error would leave behind
     world, device = distributed.init(device)
-    settle_memory(device, cfg.train.precision)
+    runtime = Runtime.for_training(cfg, device, world.size)  # decided once, handed down
     lock = RunLock(cfg.run_dir)
     try:
         distributed.main_first(world, device, lock.acquire)
-        trainer, interrupted = _train(cfg, resume, world, device)
+        trainer, interrupted = _train(cfg, resume, world, runtime)
         distributed.shutdown(world, wait_for_all=True)
         if world.is_main:  # rank 0 alone, no collectives left: averaging and the report
             _conclude(trainer, interrupted)
@@ -88,12 +67,6 @@ def train(cfg: Config, resume: bool = False) -> dict:
     return trainer.metrics
 
 
-# Steps between hand-backs of the free heap on CPU. Every 10 steps bounded the fr_en cpu block's
-# resident memory at 1,317 MB over 80 steps with micro-batches side by side (1,526 MB without), for
-# about 2% of the step time (docs/results.md).
-HEAP_TRIM_EVERY = 10
-
-
 def step_seed(seed: int, rank: int, step: int) -> int:
     """The seed of one step's dropout masks on one rank. Reseeding every step (microseconds) makes
     the masks a function of (seed, rank, step): a resumed run, on any number of processes, draws
@@ -103,10 +76,8 @@ def step_seed(seed: int, rank: int, step: int) -> int:
 
 class Pace:
     """Wall seconds per step in this process (evaluations and logging included), counted after its
-    first `skip` steps: those allocate and, under `train.compile`, compile once per new batch shape
-    until Dynamo marks the shapes dynamic. Timed from the first step, the fr_en `cuda:` block's
-    compiled warm-up spread over 200 s of compiling (an H200's host, nothing cached) across 500
-    steps that otherwise take 0.055 s each: a pace several times too slow, a plan that much too short."""
+    first `skip` steps: those allocate and, under `train.compile`, compile once per new batch shape,
+    which would make the pace, and so the plan, several times too slow."""
 
     def __init__(self, skip: int = 1):
         self.skip, self.steps, self.since = max(skip, 1), 0, 0.0
@@ -143,12 +114,13 @@ class Meter:
         return self.loss_sum.item() / max(self.losses, 1)
 
 
-def _build_run(cfg: Config, world: distributed.World, device: torch.device, resume: bool, ckpt: dict | None):
+def _build_run(cfg: Config, world: distributed.World, runtime: Runtime, resume: bool, ckpt: dict | None):
     """Task, model, optimizer and run state, restored from `ckpt` when resuming."""
     torch.manual_seed(cfg.seed)
+    device = runtime.device
     # Rank 0 trains the tokenizer and fills the encoding cache; the others then reuse both.
-    task = distributed.main_first(world, device, lambda: build_task(cfg, cfg.run_dir, device, resume, world))
-    task = task or build_task(cfg, cfg.run_dir, device, True, world)
+    task = distributed.main_first(world, device, lambda: build_task(cfg, cfg.run_dir, runtime, resume, world))
+    task = task or build_task(cfg, cfg.run_dir, runtime, True, world)
     model = build_model(cfg, task.vocab_size).to(device)  # the same start on every rank (DDP broadcasts it too)
     if not ckpt and cfg.train.init_from:
         init_from.load_weights(model, cfg, print if world.is_main else (lambda *a, **k: None))
@@ -158,18 +130,16 @@ def _build_run(cfg: Config, world: distributed.World, device: torch.device, resu
     model.load_state_dict(ckpt["model"])
     optimizer.load_state_dict(ckpt["optimizer"])
     task.load_state_dict(ckpt["task"])
-    # absent from the checkpoints of runs without a budget's plan
-    keys = ("planned_steps", "plan_anchor", "grad_accum", "dropout")
-    state = RunState(ckpt["step"], ckpt["elapsed_s"], ckpt["best"], ckpt["bad_evals"], *map(ckpt.get, keys))
-    return task, model, optimizer, state
+    plan = Plan.from_dict(ckpt.get("plan"))  # absent where no budget was planned
+    return task, model, optimizer, RunState(ckpt["step"], ckpt["elapsed_s"], ckpt["best"], ckpt["bad_evals"], plan)
 
 
-def _train(cfg: Config, resume: bool, world: distributed.World, device: torch.device) -> tuple[Trainer, bool]:
+def _train(cfg: Config, resume: bool, world: distributed.World, runtime: Runtime) -> tuple[Trainer, bool]:
     """Open the run, build, train. Returns the trainer (its model, task and state) and whether
     Ctrl-C stopped it."""
     ckpt = open_run(cfg, resume, world)
-    task, model, optimizer, state = _build_run(cfg, world, device, resume, ckpt)
-    trainer = Trainer(cfg, world, device, task, model, optimizer, state)
+    task, model, optimizer, state = _build_run(cfg, world, runtime, resume, ckpt)
+    trainer = Trainer(cfg, world, runtime, task, model, optimizer, state)
     return trainer, trainer.run()
 
 
@@ -178,7 +148,12 @@ def _conclude(trainer: Trainer, interrupted: bool) -> None:
     cfg, state = trainer.cfg, trainer.state
     if not interrupted and cfg.train.average_last >= 2:
         average_into_best(
-            trainer.model, trainer.task, trainer.eval_precision, cfg, state, cfg.run_dir / "metrics.jsonl"
+            trainer.model,
+            trainer.task,
+            trainer.runtime.autocast(training=False),
+            cfg,
+            state,
+            cfg.run_dir / "metrics.jsonl",
         )
     if state.best is not None:
         print(
@@ -187,41 +162,36 @@ def _conclude(trainer: Trainer, interrupted: bool) -> None:
         )
     if cfg.train.report and (cfg.run_dir / BEST).is_file():
         trainer.let_go()  # the report loads best.pt afresh: training's memory would only raise its peak
-        report(cfg, cfg.run_dir, trainer.device)
+        report(cfg, cfg.run_dir, trainer.runtime)
 
 
 class Trainer:
     """The step loop: for each step train, maybe log, maybe evaluate and save, maybe stop."""
 
     def __init__(
-        self, cfg: Config, world: distributed.World, device: torch.device, task: Task, model, optimizer, state: RunState
+        self, cfg: Config, world: distributed.World, runtime: Runtime, task: Task, model, optimizer, state: RunState
     ):
-        self.cfg, self.tc, self.world, self.device = cfg, cfg.train, world, device
+        self.cfg, self.tc, self.world, self.runtime, self.device = cfg, cfg.train, world, runtime, runtime.device
+        device = runtime.device
         self.task, self.model, self.optimizer, self.state = task, model, optimizer, state
         # Train through the compiled (and DDP-wrapped) module; save the plain one, so checkpoints
         # carry no prefixes and load in a single process.
-        self.train_model = torch.compile(model) if self.tc.compile else model
+        self.train_model = torch.compile(model) if runtime.compile else model
         if world.size > 1:
             self.train_model = DistributedDataParallel(
                 self.train_model, device_ids=[device.index] if device.type == "cuda" else None
             )
-        self.precision = autocast(device, self.tc.precision)
-        self.micro_workers = MicroBatchWorkers(
-            resolve_workers(self.tc.micro_batch_workers, device, world.size, self.tc.grad_accum, self.tc.compile)
-        )
-        self.eval_precision = autocast(
-            device, inference_precision(device) if device.type == "cpu" else self.tc.precision
-        )
+        self.micro_workers = MicroBatchWorkers(runtime.micro_batch_workers)
         self.log = print if world.is_main else (lambda *a, **k: None)
         n_params = sum(p.numel() for p in model.parameters())
         block = f", recipe's {cfg.device_block} block applied" if cfg.device_block else ""
         self.log(
             f"{cfg.name}: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, vocab {task.vocab_size}, on {device}"
             + (f" x {world.size} processes" if world.size > 1 else "")
-            + f", {'bf16' if uses_bf16(device, self.tc.precision) else 'fp32'}{block}",
+            + f", {runtime.precision}{block}",
             file=sys.stderr,
         )
-        if emulated_bf16(device, self.tc.precision):
+        if runtime.emulated_bf16:
             self.log(
                 "warning: train.precision=bf16 on a CPU without bf16 units (AMX or AVX-512 BF16) is emulated, "
                 "some 30 times slower than fp32; train.precision=auto trains in fp32 here",
@@ -234,7 +204,7 @@ class Trainer:
         """Drop the model, optimizer and data, and hand their memory (and what the allocator kept
         from the steps) back to the system; the trainer cannot train after this."""
         self.task = self.model = self.train_model = self.optimizer = None
-        heap.give_back()
+        self.runtime.give_back()
 
     def elapsed(self) -> float:
         return self.state.elapsed_s + time.monotonic() - self.started
@@ -249,22 +219,20 @@ class Trainer:
             "elapsed_s": self.elapsed(),
             "best": s.best,
             "bad_evals": s.bad_evals,
-            "planned_steps": s.planned_steps,
-            "plan_anchor": s.plan_anchor,
-            "grad_accum": s.grad_accum,
-            "dropout": s.dropout,
+            "plan": s.plan.to_dict() if s.plan else None,
             "config": self.cfg.to_dict(),
         }
 
     def train_step(self, batches, seed: int | None = None) -> tuple[torch.Tensor, int, torch.Tensor | None]:
-        """One optimizer step over `train.grad_accum` micro-batches (half as many where a short plan
-        halved them: mt.training.stopping); gradients are all-reduced once. Each micro-batch's mean
+        """One optimizer step over `train.grad_accum` micro-batches (or the plan's number: mt/training/plan.py);
+        gradients are all-reduced once. Each micro-batch's mean
         loss weighs by its share of the step's tokens (over all ranks), so the gradient is the mean
         over every target token whatever the batches' sizes. On a CPU the micro-batches may run
-        side by side (mt.training.micro_batches); `seed` seeds their dropout (default: the seed
+        side by side (mt/cpu/micro_batches.py); `seed` seeds their dropout (default: the seed
         torch was last given, which the loop sets for each step)."""
         tc, world = self.tc, self.world
-        accum = self.state.grad_accum or tc.grad_accum
+        plan = self.state.plan
+        accum = plan.grad_accum if plan and plan.grad_accum else tc.grad_accum
         micro_batches = [next(batches) for _ in range(accum)]
         counts = [self.task.batch_tokens(b) for b in micro_batches]
         all_tokens = distributed.total(world, sum(counts), self.device) if accum > 1 else sum(counts) * world.size
@@ -283,14 +251,14 @@ class Trainer:
     def _one_after_another(self, micro_batches: list, weights: list[float], shares: list[float]) -> torch.Tensor:
         """Each micro-batch's backward adds into `.grad`; under DDP the last one all-reduces."""
         loss_total = torch.zeros((), device=self.device)
-        with keep_weight_casts(self.device, self.tc.precision):
+        with self.runtime.weight_casts():
             for micro, batch in enumerate(micro_batches):
                 last_micro = micro == len(micro_batches) - 1
                 sync = (
                     self.train_model.no_sync() if self.world.size > 1 and not last_micro else contextlib.nullcontext()
                 )
                 with sync:
-                    with self.precision:
+                    with self.runtime.autocast():
                         loss = self.task.loss(self.train_model, batch, self.tc.label_smoothing)
                     (loss * weights[micro]).backward()
                 loss_total += loss.detach() * shares[micro]
@@ -302,9 +270,9 @@ class Trainer:
 
         def work(share: range) -> tuple[torch.Tensor, list]:
             loss_sum, grads = torch.zeros(()), [None] * len(params)
-            with keep_weight_casts(self.device, self.tc.precision):  # contexts of this thread's own
+            with self.runtime.weight_casts():  # contexts of this thread's own
                 for i in share:
-                    with autocast(self.device, self.tc.precision):
+                    with self.runtime.autocast():
                         loss = self.task.loss(self.train_model, micro_batches[i], self.tc.label_smoothing)
                     parts = torch.autograd.grad(loss * weights[i], params, allow_unused=True)
                     grads = add_in_order([grads, parts])
@@ -324,18 +292,18 @@ class Trainer:
         tokens_per_s = since_eval.tokens_per_s()
         # Decoding asks for other sizes than the steps: the blocks glibc kept from the steps would
         # only add to its peak, and its own to training's after (a bf16 run peaked at evaluations).
-        heap.give_back()
+        self.runtime.give_back()
         self.model.eval()
         metrics = {
             "step": s.step,
             "train_loss": since_eval.mean_loss(),
-            **self.task.evaluate(self.model, self.eval_precision),
+            **self.task.evaluate(self.model, self.runtime.autocast(training=False)),
             "lr": lr,
             "tokens_per_s": round(tokens_per_s, 1),
             "elapsed_s": round(self.elapsed(), 2),
         }
         self.model.train()
-        heap.give_back()
+        self.runtime.give_back()
         # The evaluation that times the plan is of an early model: it would win ties for best.pt
         # (a metric stuck at 0 ties) and join the snapshots averaged at the end.
         improved = compete and s.record(metrics[self.task.best_metric], self.task.higher_is_better)
@@ -359,21 +327,21 @@ class Trainer:
         since_eval, since_log = Meter(self.device), Meter(self.device)
         with contextlib.ExitStack() as closing:  # closes in reverse: batches, then board and metrics file
             metrics_file, batches, flag, bar = self._open_loop(closing)
-            policy = StopPolicy(tc, world, self.device, flag, s)
-            pace = Pace(skip=(policy.plan_at - first_step) // 2)  # the plan times warm-up's second half
+            planner = Planner(tc, world, self.device, s, self.task.batches_per_epoch)
+            policy = StopPolicy(tc, world, self.device, flag, planner)
+            pace = Pace(skip=(planner.at - first_step) // 2)  # the plan times warm-up's second half
             self.model.train()
             self._plan_dropout()  # a resumed run's, if its plan turned it on
             reason = policy.steps_done(s.step)  # None, or a resumed run that had already ended
             while reason is None:
-                lr = lr_at(s.step, tc, policy.total_steps(), s.plan_anchor)
+                lr = lr_at(s.step, tc, policy.total_steps(), s.plan.anchor if s.plan else None)
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
                 torch.manual_seed(step_seed(self.cfg.seed, world.rank, s.step))  # dropout: resumable, per rank
                 loss, n_tokens, grad_norm = self.train_step(batches)
                 pace.step_done()
                 s.step += 1
-                if self.device.type == "cpu" and s.step % HEAP_TRIM_EVERY == 0:
-                    heap.trim()  # what the steps' changing shapes left fragmented (mt/heap.py)
+                self.runtime.after_step(s.step)
                 since_eval.add(loss, n_tokens)
                 since_log.add(loss, n_tokens)
                 if s.step % tc.log_every == 0:
@@ -390,17 +358,19 @@ class Trainer:
         return False
 
     def _plan_dropout(self) -> None:
-        """The dropout a long time-budget plan turned on (mt.training.stopping), once it has; the
-        attention weights' too, unless the recipe sets model.attention_dropout."""
-        if self.state.dropout is not None:
-            set_dropout(self.model, self.state.dropout, attention=self.cfg.model.attention_dropout is None)
+        """The dropout a time budget's plan raised (mt/training/plan.py), once it has; the attention
+        weights' too, unless the recipe sets model.attention_dropout."""
+        plan = self.state.plan
+        if plan is not None and plan.dropout is not None:
+            p = max(plan.dropout, self.cfg.model.dropout)
+            set_dropout(self.model, p, attention=self.cfg.model.attention_dropout is None)
 
     def _open_loop(self, closing: contextlib.ExitStack):
         """What the loop holds open, entered into `closing`, which closes it in reverse: the heap's
         guard, the metrics file (rank 0), the board, the batch stream, the micro-batch workers
         (so their threads stop before the batches), the Ctrl-C flag and the progress bar."""
         s, tc, world = self.state, self.tc, self.world
-        closing.enter_context(heap.objects_left_alone())  # what lives on through the loop (mt/heap.py)
+        closing.enter_context(self.runtime.loop_guard())  # what lives on through the loop
         metrics_file = closing.enter_context(open(self.cfg.run_dir / "metrics.jsonl", "a")) if world.is_main else None
         self.board = closing.enter_context(
             contextlib.closing(Board(self.cfg.run_dir, tc.tensorboard and world.is_main, s.step))
@@ -451,7 +421,7 @@ class Trainer:
         bar.set_postfix(
             loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{since_log.tokens_per_s():,.0f}", refresh=False
         )
-        if s.planned_steps is not None or policy.budget_s == float("inf"):
+        if s.plan is not None or policy.budget_s == float("inf"):
             bar.total = policy.total_steps()
         else:  # before the plan: the pace so far says where the budget will end
             left = policy.seconds_left(self.elapsed())

@@ -27,7 +27,7 @@ from mt.data.corpora import (
 from mt.data.mixing import Mixture
 from mt.data.tokenizer import SentencePieceTokenizer, Tokenizer, learn_tokenizer, load_tokenizer
 from mt.errors import UserError
-from mt.hardware import prefer_memory_efficient_attention
+from mt.runtime import Runtime
 from mt.training import init_from
 from mt.training.distributed import World
 
@@ -69,8 +69,8 @@ class TranslationTask:
 
     best_metric, higher_is_better = "val_bleu", True
 
-    def __init__(self, cfg: Config, run_dir: Path, device: torch.device, reuse_tokenizer: bool, world: World = World()):
-        d = cfg.data
+    def __init__(self, cfg: Config, run_dir: Path, runtime: Runtime, reuse_tokenizer: bool, world: World = World()):
+        d, device = cfg.data, runtime.device
         if cfg.data.max_tokens < d.max_len + 1:
             raise UserError(
                 f"data.max_tokens ({d.max_tokens}) must hold at least one pair of data.max_len + 1 "
@@ -106,11 +106,16 @@ class TranslationTask:
             for label, pairs in zip(labels, valid)
         ]
         self.cfg = cfg
-        self.max_tokens, self.max_len, self.seed, self.device = d.max_tokens, d.max_len, cfg.seed, device
+        self.max_tokens, self.max_len, self.seed, self.runtime, self.device = (
+            d.max_tokens,
+            d.max_len,
+            cfg.seed,
+            runtime,
+            device,
+        )
         # Tensor cores and torch.compile want few, aligned shapes; on CPU padding is only waste.
         # (multiple, limit): within the model's positions, <END>/<START> included.
         self.padding = (8 if device.type == "cuda" or cfg.train.compile else 1, d.max_len + 1)
-        prefer_memory_efficient_attention(device)
         self.sample_alpha = cfg.tokenizer.sampling_alpha if isinstance(self.tokenizer, SentencePieceTokenizer) else 0.0
         self.epoch, self.batch_in_epoch = 0, 0  # where the batches handed to training have got to
 
@@ -161,6 +166,10 @@ class TranslationTask:
         lens = self.train.src_lens[pairs], self.train.tgt_lens[pairs]
         return [pairs[b] for b in token_batches(*lens, self.max_tokens, self.seed + epoch)]
 
+    def batches_per_epoch(self) -> int:
+        """Batches in an epoch, over all ranks (the token budget cuts about as many every epoch)."""
+        return len(self.epoch_batches(self.epoch))
+
     def _epochs(self, epoch: int, batch_in_epoch: int) -> Iterator[tuple[dict, int, int]]:
         """Endless epochs from (epoch, batch_in_epoch) on; each batch comes with the position
         after it."""
@@ -190,10 +199,10 @@ class TranslationTask:
         BLEU over every pair, decoded as `mt.evaluate --split valid --greedy` decodes it (a source too
         long for the model is truncated, never dropped), so the two agree. Keys: `val_loss`,
         `val_bleu` for the primary set, `val_loss_<name>`, `val_bleu_<name>` for the others."""
-        from mt.inference.decode_options import DecodeOptions
+        from mt.decode_options import DecodeOptions
         from mt.inference.translator import Translator  # the one decoding path for every score
 
-        translator = Translator(self.cfg, self.tokenizer, model, self.device)
+        translator = Translator(self.cfg, self.tokenizer, model, self.runtime)
         metrics = {}
         for v in self.valid_sets:
             hypotheses = translator.translate(

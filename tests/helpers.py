@@ -1,0 +1,186 @@
+"""Plain helpers the tests share (fixtures live in conftest.py): the commands as a user runs them,
+the tiny corpora and models, the processes a command leaves, and the training runs the plan tests
+repeat. No test file imports another; they all take what they share from here."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity where the OS tells it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def share_the_cores_among_workers() -> None:
+    """Under pytest-xdist (`-n auto`), give each worker its share of the cores. Workers that each
+    start a thread per core oversubscribe them: with two workers of two threads on two cores the suite
+    ran slower than in one process, with one thread each 1.7x faster. The commands that tests start
+    inherit the share through OMP_NUM_THREADS."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        threads = max(1, available_cores() // workers)
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+
+
+# A tiny translation model trained once per test session on a synthetic corpus ("le chat noir" ->
+# "the black cat"): what the decoding, scoring, export and server tests run on.
+WORDS = {"chat": "cat", "chien": "dog", "homme": "man", "femme": "woman", "enfant": "child"}
+COLOURS = {"noir": "black", "blanc": "white", "rouge": "red", "petit": "small"}
+TINY_MODEL = [
+    "model.enc_layers=1",
+    "model.dec_layers=1",
+    "model.d_model=32",
+    "model.n_head=2",
+    "model.d_ff=64",
+    "model.dropout=0.0",
+    "tokenizer.vocab_size=39",
+    "data.max_tokens=512",
+    "train.device=cpu",
+    "train.warmup_steps=5",
+    "train.lr=3e-3",
+]
+
+
+def synthetic_corpus(folder, n):
+    rng = random.Random(0)
+    fr, en = [], []
+    for _ in range(n):
+        noun, colour = rng.choice(list(WORDS)), rng.choice(list(COLOURS))
+        fr.append(f"le {noun} {colour}")
+        en.append(f"the {COLOURS[colour]} {WORDS[noun]}")
+    (folder / "c.fr").write_text("\n".join(fr) + "\n")
+    (folder / "c.en").write_text("\n".join(en) + "\n")
+    return f"{{path: text, data_files: {{fr: {folder / 'c.fr'}, en: {folder / 'c.en'}}}}}"
+
+
+def cli(command, *args, stdin=None, env=None):
+    """Run `python -m command args` as a user would; returns the CompletedProcess."""
+    return subprocess.run(
+        [sys.executable, "-m", command, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def process_children() -> dict[int, list[int]]:
+    """Every running process's children, by parent pid (Linux /proc); one that ends meanwhile is skipped."""
+    found: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            found.setdefault(parent, []).append(int(entry.name))
+    return found
+
+
+def children(pid: int) -> list[int]:
+    """Processes whose parent is `pid` (Linux /proc)."""
+    return process_children().get(pid, [])
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (one that init has not yet reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# A tiny char GPT on the toy corpus (the `toy_text_corpus` fixture): what the training tests run.
+LM_RECIPE = "recipes/shakespeare_char.yaml"
+TINY_LM = [
+    "model.n_layer=1",
+    "model.n_head=2",
+    "model.d_model=16",
+    "model.dropout=0.1",
+    "data.block_size=16",
+    "train.batch_size=4",
+    "train.max_steps=12",
+    "train.eval_every=4",
+    "train.eval_batches=2",
+    "train.warmup_steps=2",
+    "train.device=cpu",
+    "train.log_every=1",
+    "train.max_minutes=null",  # a time budget makes the schedule follow the clock; these tests compare runs exactly
+]
+
+
+def run_train(out_dir, *extra):
+    from mt import train as train_module
+
+    train_module.main([LM_RECIPE, *TINY_LM, f"out_dir={out_dir}", *extra])
+
+
+def interrupt_after(monkeypatch, n_batches, task_class=None):
+    """Deliver a real SIGINT while the training loop fetches batch n_batches + 1."""
+    from mt.training.lm_task import LanguageModelTask
+
+    task_class = task_class or LanguageModelTask
+    original = task_class.train_batches
+
+    def batches(self):
+        for i, batch in enumerate(original(self)):
+            if i == n_batches:
+                os.kill(os.getpid(), signal.SIGINT)
+            yield batch
+
+    monkeypatch.setattr(task_class, "train_batches", batches)
+
+
+class TickingClock:
+    """A stand-in for the trainer's clock that moves `tick` seconds each time it is read, so that a
+    time budget plans the same steps on a fast machine and on a loaded one."""
+
+    def __init__(self, tick: float):
+        self.now, self.tick = 0.0, tick
+
+    def monotonic(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def run_budgeted(run_dir, budget: list[str], monkeypatch) -> dict:
+    """A run whose time budget follows a clock that ticks with each reading; its last.pt."""
+    from mt.checkpoint import load_checkpoint
+    from mt.training import trainer
+
+    monkeypatch.setattr(trainer, "time", TickingClock(0.01))
+    run_train(run_dir, *budget)
+    return load_checkpoint(run_dir / "last.pt")
+
+
+def interrupt_and_resume(run_dir, budget: list[str], monkeypatch, after_batches: int, seen: list) -> tuple[dict, dict]:
+    """A budgeted run stopped by Ctrl-C after `after_batches` batches, then resumed to its end: its
+    last.pt at the stop and at the end. `seen`, what a test watches at each step, is emptied before
+    the resume."""
+    from mt.checkpoint import load_checkpoint
+    from mt.training import trainer
+
+    monkeypatch.setattr(trainer, "time", TickingClock(0.01))
+    with monkeypatch.context() as m:
+        interrupt_after(m, after_batches)
+        with pytest.raises(SystemExit):
+            run_train(run_dir, *budget)
+    interrupted = load_checkpoint(run_dir / "last.pt")
+    seen.clear()
+    run_train(run_dir, *budget, "--resume")
+    return interrupted, load_checkpoint(run_dir / "last.pt")
+
+
+def assert_same_weights(a: dict, b: dict) -> None:
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name

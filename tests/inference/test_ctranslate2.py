@@ -1,0 +1,46 @@
+"""Export to CTranslate2 and translate with it: the same greedy outputs as mt's own fp32 search."""
+
+import itertools
+
+import pytest
+from helpers import COLOURS, WORDS, cli
+
+ctranslate2 = pytest.importorskip(
+    "ctranslate2", reason="the ctranslate2 extra is not installed (pip install 'mt[ctranslate2]'); .ci/run installs it"
+)
+
+
+def sentences():
+    """Three dozen inputs: the training pattern and variations on it the model never saw."""
+    seen = [f"le {n} {c}" for n, c in itertools.product(WORDS, COLOURS)][:20]
+    unseen = [f"un {n}" for n in WORDS] + [
+        f"le {n} {c} et le {m}" for n, c, m in zip(WORDS, COLOURS, reversed(list(WORDS)))
+    ]
+    return seen + unseen + ["chat", "noir noir noir", "le le le"]
+
+
+def test_exported_model_gives_mts_greedy_outputs(run_dir, tmp_path):
+    out = tmp_path / "ct2"
+    exported = cli("mt.export", "--model", str(run_dir), "--format", "ctranslate2", "--out", str(out))
+    assert exported.returncode == 0, exported.stderr
+    assert (out / "model.bin").is_file() and (out / "tokenizer.model").is_file()
+    src = sentences()
+    ours = cli("mt.translate", "--model", str(run_dir), "--greedy", *src)
+    theirs = cli("mt.translate", "--engine", "ctranslate2", "--model", str(out), "--greedy", *src)
+    assert theirs.returncode == 0, theirs.stderr
+    assert len(src) >= 30 and theirs.stdout.splitlines() == ours.stdout.splitlines()
+    again = cli("mt.export", "--model", str(run_dir), "--out", str(out))
+    assert again.returncode == 2 and "not empty" in again.stderr
+
+
+def test_int8_export_translates_and_evaluates(run_dir, tmp_path):
+    out = tmp_path / "ct2-int8"
+    assert cli("mt.export", "--model", str(run_dir), "--out", str(out), "--quantization", "int8").returncode == 0
+    scored = cli("mt.evaluate", "--engine", "ctranslate2", "--model", str(out), "--beam", "2", "--json")
+    assert scored.returncode == 0, scored.stderr
+    assert '"decoding": "ctranslate2-beam2"' in scored.stdout and '"sentences": 400' in scored.stdout
+
+
+def test_an_mt_run_directory_is_not_a_ctranslate2_model(run_dir):
+    result = cli("mt.translate", "--engine", "ctranslate2", "--model", str(run_dir), "bonjour")
+    assert result.returncode == 2 and "python -m mt.export" in result.stderr

@@ -1,0 +1,272 @@
+"""The translation server, started for real on a free loopback port: every endpoint and limit,
+batching of concurrent requests, a client that goes away, and a clean stop on SIGTERM."""
+
+import json
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import children, cli, running
+
+httpx = pytest.importorskip("httpx", reason="the dev extra is not installed (pip install -e '.[dev]')")
+pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'mt[serve]'); .ci/run installs it")
+
+
+READY_S = 120  # importing torch and loading the model take seconds here, and far longer on a loaded CI machine
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(run_dir, *flags):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mt.serve", "--model", str(run_dir), "--port", str(port), *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"the server did not become ready in {READY_S} s")
+
+
+@pytest.fixture(scope="module")
+def server(run_dir):
+    proc, url = start_server(run_dir, "--max-sentences", "8", "--max-chars", "200", "--batch-wait-ms", "20")
+    yield url
+    stop(proc)
+    assert "serving on http://127.0.0.1:" in proc.stdout.read()  # loopback unless told otherwise
+
+
+def stop(proc):
+    """SIGTERM: uvicorn drains, then ends by the signal it was sent, as servers do; no traceback."""
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) in (0, -signal.SIGTERM)
+    assert "Traceback" not in proc.stderr.read()
+
+
+def post(url, body, **kw):
+    return httpx.post(
+        f"{url}/translate", content=body if isinstance(body, (bytes, str)) else json.dumps(body), timeout=30, **kw
+    )
+
+
+def test_health_info_and_page(server):
+    assert httpx.get(f"{server}/health").json() == {"status": "ready"}
+    info = httpx.get(f"{server}/info").json()
+    assert info["source_language"] == "fr" and info["target_language"] == "en" and info["parameters"] > 1000
+    assert info["decoding_defaults"]["beam"] == 5 and "top_p" in info["decoding_options"]
+    page = httpx.get(f"{server}/")
+    assert page.status_code == 200 and 'id="translate"' in page.text
+
+
+def test_translations_come_back_in_order_and_match_the_command(server, run_dir):
+    lines = ["le chat noir", "", "le chien blanc", "la femme rouge"]
+    answer = post(server, {"text": lines, "beam": 1}).json()
+    expected = cli("mt.translate", "--model", str(run_dir), "--greedy", *lines).stdout.split("\n")[:-1]
+    assert answer["translations"] == expected and answer["translations"][1] == ""
+    assert answer["options"]["beam"] == 1 and answer["seconds"] >= 0
+    assert post(server, {"text": "le chat noir"}).json()["translations"] == ["the black cat"]
+    nbest = post(server, {"text": ["le chat noir"], "beam": 3, "n_best": 2}).json()["n_best"][0]
+    assert len(nbest) == 2 and nbest[0]["score"] >= nbest[1]["score"]
+
+
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        (b"{not json", 422, "not valid JSON"),
+        (b"\xff\xfe", 422, "not valid JSON"),
+        ({"txt": "bonjour"}, 422, '"text"'),
+        ({"text": 5}, 422, "a string or a list of strings"),
+        ({"text": ["a", 5]}, 422, "a string or a list of strings"),
+        ({"text": ["le chat"] * 9}, 413, "the limit is 8 (--max-sentences)"),
+        ({"text": "x" * 201}, 413, "the limit is 200 (--max-chars)"),
+        ({"text": "le chat", "beam": 0}, 422, "beam must be >= 1"),
+        ({"text": "le chat", "beem": 2}, 422, "unknown decoding option(s) beem"),
+        ({"text": "le chat", "top_k": 0, "temperature": 1}, 422, "top_k must be a positive"),
+    ],
+)
+def test_bad_requests_get_a_json_error_saying_what_is_wrong(server, body, status, words):
+    response = post(server, body)
+    assert response.status_code == status and words in response.json()["error"]
+
+
+def test_concurrent_requests_are_batched_and_keep_their_own_options(server):
+    before = httpx.get(f"{server}/info").json()
+    cases = [({"text": ["le chat noir", "le chien blanc"], "beam": b}) for b in (1, 2, 3)] * 6
+    expected = {
+        b: post(server, {"text": ["le chat noir", "le chien blanc"], "beam": b}).json()["translations"]
+        for b in (1, 2, 3)
+    }
+    results = [None] * len(cases)
+
+    def ask(i):
+        results[i] = post(server, cases[i]).json()
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for case, result in zip(cases, results):
+        assert result["translations"] == expected[case["beam"]] and result["options"]["beam"] == case["beam"]
+    after = httpx.get(f"{server}/info").json()
+    requests = after["requests_served"] - before["requests_served"]
+    assert requests == len(cases) + 3 and after["batches_decoded"] - before["batches_decoded"] < requests
+
+
+def test_a_client_that_goes_away_does_not_stall_the_server(server):
+    host, port = server.removeprefix("http://").split(":")
+    body = json.dumps({"text": ["le chat noir"] * 8, "beam": 5}).encode()
+    for _ in range(3):
+        with socket.create_connection((host, int(port))) as s:
+            s.sendall(
+                b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+    assert post(server, {"text": "le chien blanc", "beam": 1}).json()["translations"] == ["the white dog"]
+
+
+def test_sigterm_finishes_the_request_in_flight(run_dir):
+    proc, url = start_server(run_dir, "--batch-wait-ms", "1500")  # the request waits 1.5 s in the batcher
+    answer = {}
+    thread = threading.Thread(
+        target=lambda: answer.update(r=post(url, {"text": ["le chat noir et le chien blanc"] * 60, "beam": 5}))
+    )
+    thread.start()
+    time.sleep(0.5)
+    assert thread.is_alive()  # still waiting for its answer when the signal comes
+    proc.send_signal(signal.SIGTERM)
+    thread.join(timeout=60)
+    assert answer["r"].status_code == 200 and len(answer["r"].json()["translations"]) == 60
+    assert proc.wait(timeout=30) in (0, -signal.SIGTERM) and "Traceback" not in proc.stderr.read()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the decoding processes in Linux's /proc")
+def test_a_server_with_decoding_processes_answers_alike_and_stops_them(run_dir):
+    lines = ["le chat noir", "", "le chien blanc", "la femme rouge"]
+    expected = cli("mt.translate", "--model", str(run_dir), "--beam", "3", *lines).stdout.split("\n")[:-1]
+    proc, url = start_server(run_dir, "--processes", "2")
+    spawned = children(proc.pid)
+    assert len(spawned) >= 2  # the decoding processes, and multiprocessing's resource tracker
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(post(url, {"text": lines, "beam": 3}))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert [a.json()["translations"] for a in answers] == [expected] * 4
+    stop(proc)
+    time.sleep(1)
+    assert not [pid for pid in spawned if running(pid)]
+
+
+def test_bad_server_flags_are_a_one_line_error():
+    result = subprocess.run(
+        [sys.executable, "-m", "mt.serve", "--max-chars", "0"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2 and "must be positive" in result.stderr
+
+
+def test_a_port_in_use_or_out_of_range_is_one_line_before_the_model_loads(tmp_path):
+    """The socket is bound first: with a model that does not exist, the port is still what is named."""
+    no_model = str(tmp_path / "no-model")
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        for flags, start in [
+            (["--port", str(port)], f"error: cannot listen on 127.0.0.1 port {port} ("),
+            (["--port", "70000"], "error: --port must be between 0 and 65535 (0: any free port), got 70000"),
+        ]:
+            result = subprocess.run(
+                [sys.executable, "-m", "mt.serve", "--model", no_model, *flags],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            (line,) = result.stderr.strip().splitlines()
+            assert result.returncode == 2 and line.startswith(start), result.stderr
+
+
+def test_port_zero_serves_on_the_port_it_prints(run_dir):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mt.serve", "--model", str(run_dir), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], READY_S)
+        assert ready, "no 'serving on' line"
+        line = proc.stdout.readline()
+        url = line.split("serving on ", 1)[1].split()[0]
+        assert url.startswith("http://127.0.0.1:") and not url.endswith(":0"), line
+        deadline = time.monotonic() + READY_S
+        while True:  # the line comes before uvicorn accepts, and the model may still be loading
+            try:
+                answer = httpx.get(f"{url}/health", timeout=1)
+                if answer.status_code == 200:
+                    assert answer.json() == {"status": "ready"}
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+    finally:
+        stop(proc)
+
+
+def test_hostile_requests_get_4xx_never_5xx_and_the_server_stays_well(run_dir):
+    """A seeded fuzz of a few hundred requests from 4 clients (bench/fuzz_server.py runs it long)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from fuzz_server import failures, fuzz
+
+    proc, url = start_server(run_dir)
+    try:
+        counts = fuzz(url, n=300, clients=4, seed=1, deadline_s=240)
+        assert failures(counts) == 0, counts
+        assert sum(v for k, v in counts.items() if k.startswith("4")) > 100, counts  # it did send bad requests
+        assert httpx.get(f"{url}/health", timeout=5).json() == {"status": "ready"}
+        limits = httpx.get(f"{url}/info", timeout=5).json()["limits"]
+        assert limits["max_beam"] == 16 and limits["max_depth"] == 16
+    finally:
+        stop(proc)  # and no traceback in the log
+
+
+@pytest.mark.parametrize(
+    "raw, status, words",
+    [
+        (b"[" * 5000, 422, "--max-depth"),
+        (json.dumps({"text": "a", "beam": 10**9}).encode(), 422, "--max-beam"),
+        (json.dumps({"text": "a", "max_len": 10**6}).encode(), 422, "--max-output-len"),
+        (b'{"text": "a", "length_penalty": NaN}', 422, "finite"),
+        (b'{"text": "\\ud800 chat"}', 200, None),
+        (b'{"text": "x' + b"y" * (2 << 20) + b'"}', 413, "--max-body-bytes"),
+    ],
+)
+def test_each_refusal_names_its_limit(server, raw, status, words):
+    r = httpx.post(f"{server}/translate", content=raw, headers={"content-type": "application/json"}, timeout=30)
+    assert r.status_code == status, r.text
+    if words:
+        assert words in r.json()["error"]
