@@ -25,7 +25,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "kill_resume.py"
 )
 def test_killed_and_resumed_run_matches_an_uninterrupted_one(task, processes, budget):
     """With a budget the killed runs stop by their step plan, and the straight run is given the plan."""
-    flags = ["--task", task, "--kills", "3", "--seed", "1", "--processes", str(processes)]
+    flags = ["--task", task, "--kills", "2", "--seed", "1", "--processes", str(processes)]
     result = subprocess.run(
         [sys.executable, str(SCRIPT), *flags, *(["--budget", budget] if budget else [])],
         capture_output=True,
