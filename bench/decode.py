@@ -81,14 +81,16 @@ class TransformersMarian:
             raise UserError(f"{run}/{BEST} was not made by mt.import: the transformers fp32 row is for imported models")
         try:
             self.tokenizer = transformers.MarianTokenizer.from_pretrained(source)
-            self.model = transformers.MarianMTModel.from_pretrained(source).eval().to(device)
+            model = transformers.MarianMTModel.from_pretrained(source, dtype=torch.float32)  # not the saved dtype
+            self.model = model.eval().to(device)
         except OSError as e:
             raise UserError(f"cannot load {source}, which {run} was imported from: {str(e).splitlines()[0]}") from None
 
     def translate(self, src: list[str], options: DecodeOptions, batch_size: int) -> list[str]:
         order = sorted(range(len(src)), key=lambda i: len(src[i]))
         out = [""] * len(src)
-        limit = {"max_new_tokens": options.max_len} if options.max_len else {}
+        # mt's max_len leaves out </s>; transformers counts it (OPUS-MT checkpoints force it at the limit)
+        limit = {"max_new_tokens": options.max_len + 1} if options.max_len else {}
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
                 rows = order[start : start + batch_size]

@@ -76,7 +76,7 @@ def save_random_marian(folder: Path, seed: int) -> None:
     (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
     pad = vocab["<pad>"]
     config = MarianConfig(
-        **OPUS_MT_FR_EN, pad_token_id=pad, eos_token_id=0, decoder_start_token_id=pad, forced_eos_token_id=None
+        **OPUS_MT_FR_EN, pad_token_id=pad, eos_token_id=0, decoder_start_token_id=pad, forced_eos_token_id=0
     )
     torch.manual_seed(seed)
     model = MarianMTModel(config).eval()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from mt.errors import UserError
 
@@ -18,13 +19,14 @@ class DecodeOptions:
     """How to decode: the recipe's defaults for translate, evaluate and serve; each takes flags too."""
 
     beam: int = 5  # 1 is greedy
-    length_penalty: float = 1.0  # GNMT alpha for beam search; 0 ranks by raw log-probability
+    length_penalty: float = 1.0  # beam search's length-normalisation exponent (see scoring); 0: raw log-probability
     temperature: float = 0.0  # > 0 samples each token (with beam 1)
     top_k: int | None = None  # sampling: only the K most likely tokens
     top_p: float | None = None  # sampling: only the smallest set holding probability P
     seed: int = 0  # sampling: the same seed gives the same samples
     max_len: int | None = None  # most output tokens; null: twice the source plus 10
     n_best: int = 1  # hypotheses returned per input (at most beam)
+    scoring: Literal["gnmt", "marian"] = "gnmt"  # gnmt: mt's recipes; marian: as transformers scores (imports)
 
     def __post_init__(self):
         _check(self)
@@ -79,6 +81,8 @@ def _check(o: DecodeOptions) -> None:
         raise UserError(f"sampling (temperature {o.temperature}) picks one token at a time: use beam 1, not {o.beam}")
     if (o.top_k is not None or o.top_p is not None) and not o.sampling:
         raise UserError("top_k and top_p restrict sampling: give a temperature > 0 too")
+    if o.scoring not in ("gnmt", "marian"):
+        raise UserError(f"scoring must be 'gnmt' or 'marian', got {o.scoring!r}")
     if not 1 <= o.n_best <= o.beam:
         raise UserError(f"n_best must be between 1 and the beam size ({o.beam}), got {o.n_best}")
 

@@ -22,6 +22,13 @@ def add_model_args(p: argparse.ArgumentParser, engines: bool = True) -> None:
     )
     p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
     p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
+    p.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "bf16"],
+        default="auto",
+        help="decoding precision; auto: the run's own (an imported model's checkpoint dtype), else bf16 on CUDA "
+        "and fp32 on a CPU",
+    )
     if engines:
         p.add_argument(
             "--engine",
@@ -49,7 +56,9 @@ def open_translator(args: argparse.Namespace):
         raise UserError(f"--processes must be 0 or more, got {processes}")
     if processes and engine != "mt":
         raise UserError("--processes is for --engine mt; CTranslate2 decodes on threads of its own")
-    translator = load_translator(args.model or [DEFAULT_MODEL], engine, args.device, getattr(args, "quantize", None))
+    translator = load_translator(
+        args.model or [DEFAULT_MODEL], engine, args.device, getattr(args, "quantize", None), args.precision
+    )
     if processes:
         translator.start_processes(processes)
     return translator
@@ -66,8 +75,18 @@ def add_decoding_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=float, help="with --sample: only the smallest set holding probability P")
     p.add_argument("--seed", type=int, help="with --sample (default 0)")
     p.add_argument("--length-penalty", type=float, help="beam search length normalisation (default: the recipe's)")
+    add_scoring_arg(p)
     p.add_argument("--max-len", type=int, help="most output tokens per sentence (default: twice the source plus 10)")
     p.add_argument("--n-best", type=int, help="print the N best hypotheses per input with their scores (N <= beam)")
+
+
+def add_scoring_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--scoring",
+        choices=["gnmt", "marian"],
+        help="how beam search divides by length and when it stops, and how scores are normalised: gnmt "
+        "(mt's recipes) or marian (as transformers and Marian, for imported models); default: the run's",
+    )
 
 
 def from_args(args: argparse.Namespace, defaults: DecodeOptions) -> DecodeOptions:
@@ -76,6 +95,7 @@ def from_args(args: argparse.Namespace, defaults: DecodeOptions) -> DecodeOption
         raise UserError("--temperature, --top-k and --top-p go with --sample")
     changes = {
         "length_penalty": args.length_penalty,
+        "scoring": args.scoring,
         "max_len": args.max_len,
         "n_best": args.n_best,
         "beam": 1 if args.greedy or args.sample else args.beam,

@@ -57,16 +57,28 @@ class Runtime:
         eval_bf16 = bf16 if not cpu else False
         return cls(device, bf16, eval_bf16, tc.compile, workers, HEAP_TRIM_EVERY if cpu else 0)
 
+    @staticmethod
+    def inference_device(device: str | torch.device = "cpu") -> torch.device:
+        return device if isinstance(device, torch.device) else pick_device(device)
+
     @classmethod
-    def for_inference(cls, device: str | torch.device = "cpu") -> Runtime:
-        """Decoding's runtime: bf16 on CUDA, fp32 on a CPU."""
-        device = device if isinstance(device, torch.device) else pick_device(device)
+    def for_inference(cls, device: str | torch.device = "cpu", precision: str = "auto", run: str = "auto") -> Runtime:
+        """Decoding's runtime. `precision` fp32 or bf16 is taken as asked; auto is fp32 on a CPU, and on
+        CUDA bf16 unless the run's own precision (`run`, its train.precision) says fp32, as an imported
+        model's checkpoint does."""
+        device = cls.inference_device(device)
         heap.keep_freed_memory()  # a batch's caches and logits are tens of MB: reuse them, do not map them anew
-        return cls(device, eval_bf16=device.type == "cuda")
+        if precision == "auto":
+            return cls(device, eval_bf16=device.type == "cuda" and run != "fp32")
+        return cls(device, eval_bf16=precision == "bf16")
 
     @property
     def precision(self) -> str:
         return "bf16" if self.bf16 else "fp32"
+
+    @property
+    def eval_precision(self) -> str:
+        return "bf16" if self.eval_bf16 else "fp32"
 
     @property
     def emulated_bf16(self) -> bool:

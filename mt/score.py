@@ -14,12 +14,17 @@ from pathlib import Path
 
 from mt.errors import UserError, cli_entry
 from mt.files import read_lines
-from mt.flags import add_model_args, open_translator
+from mt.flags import add_model_args, add_scoring_arg, open_translator
 
 
 @cli_entry
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m mt.score", description="Score given translations with a trained model.")
+    p = argparse.ArgumentParser(
+        prog="python -m mt.score",
+        description="Score given translations with a trained model: log-probabilities normalised as the run's "
+        "decode.scoring says (gnmt: a softmax over every piece but <pad> and <START>; marian: transformers' "
+        "log-softmax over the whole vocabulary, as an imported model's authors score), or as --scoring says.",
+    )
     p.add_argument("--src", required=True, help="source sentences, one per line")
     p.add_argument("--tgt", required=True, help="translations to score, line-aligned with --src")
     p.add_argument(
@@ -29,6 +34,7 @@ def main(argv=None):
         help="tsv: total log-probability, per-token log-probability, tokens (default); jsonl: one object per pair",
     )
     add_model_args(p, engines=False)
+    add_scoring_arg(p)
     args = p.parse_args(argv)
     src, tgt = read_lines(Path(args.src)), read_lines(Path(args.tgt))
     if len(src) != len(tgt):
@@ -36,7 +42,7 @@ def main(argv=None):
             f"{args.src} has {len(src)} lines but {args.tgt} has {len(tgt)}; the files must be line-aligned"
         )
     translator = open_translator(args)
-    for index, (total, tokens) in enumerate(translator.score(src, tgt, args.batch_size)):
+    for index, (total, tokens) in enumerate(translator.score(src, tgt, args.batch_size, args.scoring)):
         if args.format == "tsv":
             sys.stdout.write(f"{total:.4f}\t{total / tokens:.4f}\t{tokens}\n")
         else:

@@ -12,6 +12,8 @@ Contract, and where it differs from mt's own tokenizers:
   vocabulary lacks is <unk>, as in MarianTokenizer.
 - A leading language tag such as `>>fra<<` (multilingual OPUS-MT models) is one token, as in
   MarianTokenizer.
+- Text goes to SentencePiece as it is (only lone surrogates become U+FFFD), and a literal </s>,
+  <unk> or <pad> in it is that special token, both as in MarianTokenizer.
 - Marian's tokenizers are never trained here; they come with the model (python -m mt.import).
 """
 
@@ -19,15 +21,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
 import sentencepiece as spm
 
-from mt.data.vocab import END, META_FILE, SPECIALS, UNK, clean
+from mt.data.vocab import END, META_FILE, SPECIALS, START, UNK, without_surrogates
 
 SOURCE_SPM, TARGET_SPM = "source.spm", "target.spm"
 MARIAN_SPECIALS = {"eos": "</s>", "unk": "<unk>", "pad": "<pad>"}
+# A special token written out in the text is that token, as MarianTokenizer splits it out
+LITERAL_SPECIALS = {"</s>": SPECIALS[END], "<unk>": SPECIALS[UNK], "<pad>": SPECIALS[START]}
+_LITERAL = re.compile("(" + "|".join(map(re.escape, LITERAL_SPECIALS)) + ")")
 
 
 class MarianVocabTokenizer:
@@ -61,14 +67,22 @@ class MarianVocabTokenizer:
         return list(self.pieces_by_id)
 
     def split(self, texts: list[str], side: str = "src") -> list[list[str]]:
-        """Each text as pieces of the `side` model, a leading language tag kept whole."""
-        out = []
-        for text in texts:
-            text, tag = clean(text), []
-            if text.startswith(">>") and (end := text.find("<<")) != -1:
-                tag, text = [text[: end + 2]], text[end + 2 :]
-            out.append(tag + self.models[side].encode(text, out_type=str))
-        return out
+        """Each text as pieces of the `side` model: literal special tokens split out first, then
+        each stretch between them with a leading language tag kept whole."""
+        return [self._pieces(without_surrogates(text), self.models[side]) for text in texts]
+
+    @staticmethod
+    def _pieces(text: str, model: spm.SentencePieceProcessor) -> list[str]:
+        pieces = []
+        for part in _LITERAL.split(text):
+            if part in LITERAL_SPECIALS:
+                pieces.append(LITERAL_SPECIALS[part])
+            elif part:
+                if part.startswith(">>") and (end := part.find("<<")) != -1:
+                    pieces.append(part[: end + 2])
+                    part = part[end + 2 :]
+                pieces += model.encode(part, out_type=str)
+        return pieces
 
     def join(self, pieces: Iterable[str]) -> str:
         # SentencePiece leaves a piece its model lacks as it is, word-boundary marks included

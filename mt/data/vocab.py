@@ -12,6 +12,12 @@ PAD, UNK, START, END = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<unk>", "<START>", "<END>"]
 META_FILE = "tokenizer.json"
 _UNSAFE = re.compile("[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(text: str) -> str:
+    """`text` with each lone surrogate as U+FFFD: all an imported Marian tokenizer changes."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
 
 
 def clean(text: str) -> str:

@@ -13,19 +13,21 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
 from mt.checkpoint import BEST, save_checkpoint
-from mt.config import Config, DataConfig, ModelConfig, TokenizerConfig, save_config
+from mt.config import Config, DataConfig, ModelConfig, TokenizerConfig, TrainConfig, save_config
 from mt.data.marian_tokenizer import MARIAN_SPECIALS, MarianVocabTokenizer
 from mt.decode_options import DecodeOptions
 from mt.errors import UserError, require_extra
 from mt.model import build_model
 
 FILES = ("config.json", "source.spm", "target.spm", "vocab.json")
+OPTIONAL = ("tokenizer_config.json", "generation_config.json")  # read where present
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "swish": "swish", "silu": "swish"}
 # Options of transformers' Bart-family configs that Marian checkpoints leave at these values; any
@@ -50,7 +52,7 @@ def locate(source: str) -> Path:
         raise UserError(f"{source} is neither a model directory nor a hub name such as Helsinki-NLP/opus-mt-fr-en")
     hub = require_extra("huggingface_hub", "import", f"fetching {source} from the Hugging Face hub")
     try:
-        return Path(hub.snapshot_download(source, allow_patterns=[*FILES, *WEIGHTS, "tokenizer_config.json"]))
+        return Path(hub.snapshot_download(source, allow_patterns=[*FILES, *WEIGHTS, *OPTIONAL]))
     except Exception as e:  # the hub client raises many kinds: offline, unknown repo, no access
         raise UserError(
             f"cannot fetch {source} from the Hugging Face hub ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
@@ -59,7 +61,8 @@ def locate(source: str) -> Path:
 
 
 def read_model_dir(folder: Path) -> tuple[dict, dict, dict]:
-    """(config.json, tokenizer_config.json or {}, vocab.json) of a Marian model directory, checked."""
+    """(config.json, tokenizer_config.json or {}, vocab.json) of a Marian model directory, checked;
+    config["generation"] holds generation_config.json laid over config.json's own decoding keys."""
     missing = [name for name in FILES if not (folder / name).is_file()]
     if missing or not any((folder / w).is_file() for w in WEIGHTS):
         absent = ", ".join(missing) or " or ".join(WEIGHTS)
@@ -69,6 +72,8 @@ def read_model_dir(folder: Path) -> tuple[dict, dict, dict]:
         )
     config, vocab = _json(folder / "config.json"), _json(folder / "vocab.json")
     extra = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    generation = _json(folder / "generation_config.json") if (folder / "generation_config.json").is_file() else {}
+    config["generation"] = {**config, **generation}  # the decoding defaults generate() uses
     check_supported(config, extra, folder)
     check_vocab(config, vocab, folder)
     return config, extra, vocab
@@ -154,8 +159,30 @@ def run_config(config: dict, languages: tuple[str, str], vocab_size: int, out: P
     )
     data = DataConfig(src_lang=languages[0], tgt_lang=languages[1], max_len=positions - 1)
     tokenizer = TokenizerConfig(kind="marian", vocab_size=vocab_size)
-    decode = DecodeOptions(beam=int(config.get("num_beams") or 4))
-    return Config(name=out.name, out_dir=str(out), data=data, tokenizer=tokenizer, model=model, decode=decode)
+    train = TrainConfig(precision="fp32")  # the checkpoint's dtype: decoding follows it unless asked otherwise
+    return Config(
+        name=out.name,
+        out_dir=str(out),
+        data=data,
+        tokenizer=tokenizer,
+        model=model,
+        train=train,
+        decode=decode_defaults(config["generation"]),
+    )
+
+
+def decode_defaults(config: dict) -> DecodeOptions:
+    """The decoding `generate()` does with the checkpoint's own settings (generation_config.json over
+    config.json): its beam, length penalty and output cap, scored as transformers scores. Its
+    max_length counts the decoder's start token, ours neither it nor <END>."""
+    beam = int(config.get("num_beams") or 1)
+    max_length = int(config.get("max_length") or 20)  # transformers' own default
+    return DecodeOptions(
+        beam=beam,
+        length_penalty=float(config.get("length_penalty", 1.0)),
+        max_len=max(1, max_length - 2),
+        scoring="marian",
+    )
 
 
 def _first(state: dict, *names: str) -> torch.Tensor:
@@ -235,7 +262,22 @@ def import_marian(source: str, out: str | Path | None = None, languages: tuple[s
             f"{folder}: the weights do not fit config.json ({str(e).splitlines()[-1].strip()[:160]})"
         ) from None
     _write_run(out, cfg, tokenizer, model, source)
+    print(model_card(source, cfg, model, tokenizer.vocab_size), file=sys.stderr)
+    if [config["pad_token_id"]] not in (config["generation"].get("bad_words_ids") or []):
+        print("note: its generation config lets <pad> be produced; mt never produces it", file=sys.stderr)
     return out
+
+
+def model_card(source: str, cfg: Config, model: torch.nn.Module, vocab: int) -> str:
+    """One line on what was imported and how it will decode."""
+    m, d = cfg.model, cfg.decode
+    size = sum(p.numel() for p in model.parameters()) / 1e6
+    return (
+        f"imported {source}: Marian {m.enc_layers}+{m.dec_layers} layers, {m.d_model} wide, {m.activation}, "
+        f"{size:.1f}M parameters, {vocab:,} pieces, {cfg.data.src_lang}->{cfg.data.tgt_lang}, fp32; decodes as its "
+        f"generation config: beam {d.beam}, length penalty {d.length_penalty:g} (length ** alpha), at most "
+        f"{d.max_len} tokens (decode.scoring: marian)"
+    )
 
 
 def _write_run(out: Path, cfg: Config, tokenizer: MarianVocabTokenizer, model: torch.nn.Module, source: str) -> None:

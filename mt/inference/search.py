@@ -88,8 +88,13 @@ class Decoder:
     finished sentences so that later steps compute only what is still being decoded. The encoder
     memory and the cross-attention caches hold each sentence once, whatever the number of beams."""
 
-    def __init__(self, models, src: torch.Tensor, steps: int, use_cache: bool = True, beams: int = 1):
+    def __init__(
+        self, models, src: torch.Tensor, steps: int, use_cache: bool = True, beams: int = 1, scoring: str = "gnmt"
+    ):
         self.models = models if isinstance(models, (list, tuple)) else [models]
+        # marian: <START>, which is Marian's <pad>, stays in the softmax and is then banned, as
+        # transformers bans it after its log-softmax; gnmt: neither <pad> nor <START> is in it
+        self.start_in_softmax = scoring == "marian"
         self.memories, self.masks, self.caches = [], [], []
         for model in self.models:
             memory, mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
@@ -122,8 +127,10 @@ class Decoder:
         """Each row's most likely next token and its log-probability, (B,) each (<END> and 0 where
         `forced`), in slices of rows as `best_next`."""
         states = self._states(tokens)
+        raw = not self.start_in_softmax  # logits: the argmax first, one log-softmax for the pick after
         picks = [
-            _greedy_pick(self._scores(states, rows, normalize=False), forced[rows]) for rows in self._slices(states)
+            _greedy_pick(self._scores(states, rows, normalize=not raw), forced[rows], normalized=not raw)
+            for rows in self._slices(states)
         ]
         return _joined(picks)
 
@@ -145,11 +152,14 @@ class Decoder:
         outs = []
         for model, h in zip(self.models, states):
             logits = model.head(h[rows]).float()
-            logits[..., PAD] = logits[..., START] = float("-inf")  # plain slices: no index tensor to copy over
+            logits[..., PAD] = float("-inf")  # plain slices: no index tensor to copy over
+            if not self.start_in_softmax:
+                logits[..., START] = float("-inf")
             outs.append(_log_softmax_(logits) if normalize or len(self.models) > 1 else logits)
-        if len(outs) == 1:
-            return outs[0]
-        return torch.logsumexp(torch.stack(outs), dim=0) - math.log(len(outs))
+        scores = outs[0] if len(outs) == 1 else torch.logsumexp(torch.stack(outs), dim=0) - math.log(len(outs))
+        if self.start_in_softmax:
+            scores[..., START] = float("-inf")  # counted in the softmax, never produced
+        return scores
 
     def keep(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> None:
         """Keep decoding rows `rows`, in that order, and, when sentences leave the batch, sentences
@@ -236,7 +246,9 @@ def _moves(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
 
 
 @torch.no_grad()
-def target_logprobs(models, src: torch.Tensor, targets: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+def target_logprobs(
+    models, src: torch.Tensor, targets: list[list[int]], scoring: str = "gnmt"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Forced decoding: the log-probability of each given target (ids without <END>; <END> is
     scored too) under the model(s), as (B,) totals and (B,) token counts. The same numbers the
     searches add up, so scoring a search's output gives back its score."""
@@ -247,7 +259,7 @@ def target_logprobs(models, src: torch.Tensor, targets: list[list[int]]) -> tupl
         tgt_in[j, : len(ids) + 1] = torch.tensor([START] + ids)
         tgt_out[j, : len(ids) + 1] = torch.tensor(ids + [END])
     tgt_in, tgt_out = tgt_in.to(src.device), tgt_out.to(src.device)
-    logp = Decoder(models, src, width, use_cache=False).step(tgt_in, last_only=False)  # (B, T, V)
+    logp = Decoder(models, src, width, use_cache=False, scoring=scoring).step(tgt_in, last_only=False)  # (B, T, V)
     picked = logp.gather(2, tgt_out.clamp(min=0)[:, :, None]).squeeze(2)  # (B, T)
     keep = tgt_out != PAD
     return torch.where(keep, picked, 0.0).sum(dim=1), keep.sum(dim=1)
@@ -275,6 +287,7 @@ def greedy_or_sample(
     generator: torch.Generator | None = None,
     use_cache: bool = True,
     max_len: int | None = None,
+    scoring: str = "gnmt",
 ) -> tuple[list[list[int]], torch.Tensor]:
     """Decode (B, S) sources one token at a time with the KV cache (use_cache=False re-runs the
     decoder over the whole prefix each step: only for measuring what the cache saves). Finished
@@ -282,7 +295,7 @@ def greedy_or_sample(
     log-probability under the model."""
     limits = output_limits(src, _max_positions(models), max_len)  # (B,)
     b, steps = src.size(0), int(limits.max())
-    state = Decoder(models, src, steps, use_cache)
+    state = Decoder(models, src, steps, use_cache, scoring=scoring)
     out = torch.full((b, steps), PAD, dtype=torch.long, device=src.device)
     score = torch.zeros(b, device=src.device)
     live = torch.arange(b, device=src.device)  # the original row of each row still decoding
@@ -314,12 +327,15 @@ def greedy_or_sample(
     return [_until_end(row) for row in out.tolist()], score
 
 
-def _greedy_pick(logits: torch.Tensor, forced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The argmax of the (B, V) logits, and its log-probability from a log-softmax (0 where <END>
-    is forced): the number forced decoding gives, and on CPU faster than subtracting `logsumexp`,
-    which makes three passes and a temporary."""
-    nxt = torch.where(forced, END, argmax_rows(logits))
-    gain = _log_softmax_(logits).gather(1, nxt[:, None]).squeeze(1)  # the logits are not read again
+def _greedy_pick(
+    scores: torch.Tensor, forced: torch.Tensor, normalized: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The argmax of the (B, V) logits (or log-probabilities, `normalized`), and its log-probability
+    (0 where <END> is forced): the number forced decoding gives. From logits, a log-softmax after
+    the argmax, which on CPU is faster than subtracting `logsumexp` (three passes and a temporary)."""
+    nxt = torch.where(forced, END, argmax_rows(scores))
+    logp = scores if normalized else _log_softmax_(scores)  # the logits are not read again
+    gain = logp.gather(1, nxt[:, None]).squeeze(1)
     return nxt, torch.where(forced, 0.0, gain)
 
 
@@ -327,9 +343,11 @@ def _until_end(ids: list[int]) -> list[int]:
     return ids[: ids.index(END)] if END in ids else ids
 
 
-def _length_penalty(length: torch.Tensor | int, alpha: float):
-    """GNMT length normalisation: ((5 + length) / 6) ** alpha."""
-    return ((5.0 + length) / 6.0) ** alpha
+def _length_penalty(length: torch.Tensor | int, alpha: float, scoring: str = "gnmt"):
+    """What a hypothesis of `length` tokens (<END> included) has its log-probability divided by:
+    GNMT's ((5 + length) / 6) ** alpha, or (scoring 'marian') length ** alpha, as transformers and
+    Marian divide."""
+    return (length if scoring == "marian" else (5.0 + length) / 6.0) ** alpha
 
 
 class _Finished:
@@ -359,16 +377,20 @@ def beam_search(
     use_cache: bool = True,
     max_len: int | None = None,
     n_best: int = 1,
+    scoring: str = "gnmt",
 ) -> tuple[list[list[list[int]]], torch.Tensor]:
     """Batched beam search: hypotheses ending among the `beam` best candidates finish, scored by
-    log-probability / length penalty; a sentence leaves the batch when its n-th best finished score
-    beats every live beam. Returns each sentence's `n_best` ids (no <END>), best first, and (B, N) scores."""
+    log-probability / length penalty (`scoring`: `_length_penalty`). A sentence is done when the
+    worst of its finished hypotheses it keeps beats every live beam at the current length: it keeps
+    `n_best` (gnmt), or `beam` as transformers' beam search does (marian). Returns each sentence's
+    `n_best` ids (no <END>), best first, and (B, N) scores."""
     k, device, b = beam, src.device, src.size(0)
     limits = output_limits(src, _max_positions(models), max_len)  # (B,)
     steps = int(limits.max())
-    state = Decoder(models, src, steps, use_cache)  # one row per sentence: the beams come after step 0
-    result = _Finished(b, n_best, steps, device)
-    finished = _Finished(b, n_best, steps, device)  # for the sentences still in the batch
+    state = Decoder(models, src, steps, use_cache, scoring=scoring)  # one row a sentence until step 0 has run
+    kept = k if scoring == "marian" else n_best
+    result = _Finished(b, kept, steps, device)
+    finished = _Finished(b, kept, steps, device)  # for the sentences still in the batch
     sent = torch.arange(b, device=device)  # the original index of each live sentence
     tokens = torch.full((b, 1), START, dtype=torch.long, device=device)  # all beams start alike: step 0 runs once
     history = torch.full((b * k, steps), PAD, dtype=torch.long, device=device)
@@ -385,7 +407,7 @@ def beam_search(
         top_logp, top_tokens = state.best_next(inputs, 2 * k, forced)  # (n*width, 2K) each
         top_scores, origin, token = _best_extensions(scores[:, :width], top_logp, top_tokens, 2 * k)  # (n, 2K) each
         ended = token == END
-        lp = _length_penalty(t + 1, length_penalty)
+        lp = _length_penalty(t + 1, length_penalty, scoring)
         _add_finished(finished, ended & first_k & ~done[:, None], top_scores, lp, history, origin, t)
         scores, keep = torch.where(ended, float("-inf"), top_scores).topk(k, dim=1)  # (n, K): the K that go on
         done |= finished.scores[:, -1] >= scores[:, 0] / lp
@@ -409,8 +431,8 @@ def beam_search(
         state.keep(rows, live)
         tokens = new_tokens[:, None]
     _store(result, finished, sent, torch.arange(sent.size(0), device=device))
-    ids = [[_until_end(h) for h in sentence] for sentence in result.ids.tolist()]
-    return ids, result.scores
+    ids = [[_until_end(h) for h in sentence[:n_best]] for sentence in result.ids.tolist()]
+    return ids, result.scores[:, :n_best]
 
 
 def _in_parent_rows(rows: torch.Tensor) -> torch.Tensor:

@@ -35,12 +35,18 @@ class Translator:
         self.processes: DecodingProcesses | None = None
 
     @classmethod
-    def load(cls, run_dir=DEFAULT_MODEL, device: str | torch.device = "cpu", quantize: str | None = None) -> Translator:
+    def load(
+        cls,
+        run_dir=DEFAULT_MODEL,
+        device: str | torch.device = "cpu",
+        quantize: str | None = None,
+        precision: str = "auto",
+    ) -> Translator:
         """Load a run directory (several: an ensemble averaging their probabilities at each step);
-        quantize="int8" quantizes the Linear layers for CPU inference."""
-        runtime = Runtime.for_inference(device)
-        cfg, tokenizer, models = load_models(run_dir, runtime.device, quantize)
-        translator = cls(cfg, tokenizer, models, runtime)
+        quantize="int8" quantizes the Linear layers for CPU inference; `precision` as Runtime.for_inference."""
+        device = Runtime.inference_device(device)
+        cfg, tokenizer, models = load_models(run_dir, device, quantize)
+        translator = cls(cfg, tokenizer, models, Runtime.for_inference(device, precision, cfg.train.precision))
         translator.source = (run_dir, quantize)
         return translator
 
@@ -55,7 +61,7 @@ class Translator:
             raise UserError("decoding processes load the model themselves: use a Translator made by Translator.load")
         self.close()
         run_dirs, quantize = self.source
-        load = functools.partial(Translator.load, run_dirs, "cpu", quantize)  # pickled by name for each process
+        load = functools.partial(Translator.load, run_dirs, "cpu", quantize, self.runtime.eval_precision)
         self.processes = DecodingProcesses(load, count or torch.get_num_threads())
 
     def close(self) -> None:
@@ -145,10 +151,12 @@ class Translator:
             generator = torch.Generator(device=self.device).manual_seed(o.seed)
         with self.runtime.autocast(training=False):  # autocast is per thread: set it here
             if o.beam > 1:
-                return beam_search(self.models, src, o.beam, o.length_penalty, use_cache, o.max_len, o.n_best)
+                return beam_search(
+                    self.models, src, o.beam, o.length_penalty, use_cache, o.max_len, o.n_best, o.scoring
+                )
             # greedy or sampling: the plain loop, without beam search's reordering
             best, score = greedy_or_sample(
-                self.models, src, o.temperature, o.top_k, o.top_p, generator, use_cache, o.max_len
+                self.models, src, o.temperature, o.top_k, o.top_p, generator, use_cache, o.max_len, o.scoring
             )
             return [[x] for x in best], score[:, None]
 
@@ -156,9 +164,13 @@ class Translator:
         piece = getattr(self.tokenizer, "id_to_piece", None)  # subword tokenizers
         return [piece(i) for i in ids] if piece else [self.tokenizer.decode([i]) for i in ids]
 
-    def score(self, sources: list[str], targets: list[str], batch_size: int = 64) -> list[tuple[float, int]]:
+    def score(
+        self, sources: list[str], targets: list[str], batch_size: int = 64, scoring: str | None = None
+    ) -> list[tuple[float, int]]:
         """Each target's log-probability given its source under the model(s) (forced decoding), with
-        its token count (<END> included): [(total, tokens), ...] in input order."""
+        its token count (<END> included): [(total, tokens), ...] in input order. Normalised as the
+        searches normalise under `scoring` (default: the run's decode.scoring)."""
+        scoring = scoring or self.options.scoring
         if len(sources) != len(targets):
             raise UserError(f"{len(sources)} sources but {len(targets)} targets")
         encoded, wanted = self.encode(sources), self.tokenizer.encode_batch(targets, "tgt")
@@ -166,13 +178,15 @@ class Translator:
         for rows, src in self.batches(encoded, batch_size, skip_empty=False):
             tgt = [wanted[i][: self.max_src_tokens] for i in rows]
             with self.runtime.autocast(training=False):
-                totals, counts = target_logprobs(self.models, src, tgt)
+                totals, counts = target_logprobs(self.models, src, tgt, scoring)
             for i, total, count in zip(rows, totals.tolist(), counts.tolist()):
                 out[i] = (total, count)
         return out
 
 
-def load_translator(models: list, engine: str = "mt", device: str = "cpu", quantize: str | None = None):
+def load_translator(
+    models: list, engine: str = "mt", device: str = "cpu", quantize: str | None = None, precision: str = "auto"
+):
     """mt's own Translator for one run or an ensemble of several, or (engine "ctranslate2") a
     CTranslate2Translator over one exported model, with the same calls."""
     if engine == "ctranslate2":
@@ -183,4 +197,4 @@ def load_translator(models: list, engine: str = "mt", device: str = "cpu", quant
         from mt.inference.ctranslate2_engine import CTranslate2Translator
 
         return CTranslate2Translator(models[0], "cuda" if device == "cuda" else "cpu")
-    return Translator.load(models if len(models) > 1 else models[0], device, quantize)
+    return Translator.load(models if len(models) > 1 else models[0], device, quantize, precision)

@@ -94,4 +94,6 @@ def parse_request(body, limits: Limits, defaults) -> tuple:
         options = from_mapping({k: v for k, v in body.items() if k != "text"}, defaults)
     except (UserError, TypeError) as e:
         return 422, str(e)
+    if options.max_len is not None and options.max_len > limits.max_output_len:  # the run's own default
+        options = dataclasses.replace(options, max_len=limits.max_output_len)
     return sentences, options

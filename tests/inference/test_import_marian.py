@@ -1,5 +1,7 @@
-"""Importing Marian (OPUS-MT) models: tiny random MarianMT models built here with `transformers`
-give, once imported, the same token ids, logits, greedy and beam outputs, and CTranslate2 outputs."""
+"""Importing Marian (OPUS-MT) models: tiny random MarianMT models built here with `transformers`,
+shaped like real checkpoints (tests/random_marian.py), give once imported the same token ids,
+logits, scores, greedy and beam outputs (with the checkpoint's own decoding defaults too), and
+CTranslate2 outputs."""
 
 import json
 import re
@@ -36,6 +38,12 @@ ODD = [
     "",
     "UPPER CASE WORDS!",
     "«guillemets» – dashes — and “quotes”",
+    "nul\x00inside",  # control characters go to SentencePiece as they are
+    "start\x01of heading and del\x7f",
+    "a </s> in the text, <unk> and <pad>too",  # literal special tokens are those tokens
+    "</s>",
+    ">>fra<< le chat",  # a leading language tag is one token; elsewhere it is text
+    "le >>fra<< chat",
 ]
 
 
@@ -56,8 +64,8 @@ def marian_ids(translator, vocab):
 def test_token_ids_equal_marian_tokenizers(imported):
     _, tokenizer, vocab, _, translator = imported
     order = marian_ids(translator, vocab)
-    texts = sentences(FRENCH, 190, seed=7) + ODD
-    assert len(texts) == 200
+    texts = sentences(FRENCH, 196, seed=7) + ODD
+    assert len(texts) == 196 + len(ODD)
     ours = [[order[i] for i in ids] + [0] for ids in translator.tokenizer.encode_batch(texts)]
     assert ours == tokenizer(texts)["input_ids"]
     targets = sentences(ENGLISH, 50, seed=8) + ODD
@@ -95,8 +103,9 @@ def _generated(reference, tokenizer, texts, **options):
 
 
 def _ours(translator, vocab, texts, **options):
+    """Our outputs as Marian ids, at most 29 tokens: transformers' max_new_tokens=30 ends in a forced </s>."""
     order = marian_ids(translator, vocab)
-    found = translator.translate(texts, hypotheses=True, max_len=30, **options)
+    found = translator.translate(texts, hypotheses=True, **{"max_len": 29, **options})
     return [[order[i] for i in h[0].ids] for h in found]
 
 
@@ -109,12 +118,11 @@ def test_greedy_output_equals_generate(imported):
     texts = sentences(FRENCH, 40, seed=5)
     theirs = [_until_end(ids) for ids in _generated(reference, tokenizer, texts, num_beams=1)]
     assert _ours(translator, vocab, texts, beam=1) == theirs
-    assert 10 <= sum(len(t) < 30 for t in theirs) < 40  # outputs that end and outputs cut at the limit
+    assert 10 <= sum(len(t) < 29 for t in theirs) < 40  # outputs that end and outputs cut at the limit
 
 
 def test_beam_output_equals_generate_without_length_penalty(imported):
-    """transformers divides a hypothesis' score by length ** alpha, mt by GNMT's ((5 + length) / 6)
-    ** alpha; with alpha 0 both rank raw log-probabilities."""
+    """With alpha 0 any length penalty ranks raw log-probabilities; what is left is the search."""
     reference, tokenizer, vocab, _, translator = imported
     texts = sentences(FRENCH, 40, seed=6)
     theirs = _generated(reference, tokenizer, texts, num_beams=4, length_penalty=0.0, early_stopping=False)
@@ -227,3 +235,39 @@ def test_an_unreachable_hub_is_one_line(tmp_path, monkeypatch):
     result = cli("mt.import", "marian", "Helsinki-NLP/opus-mt-xx-yy", "--out", str(tmp_path / "run"))
     assert result.returncode == 2 and "cannot fetch Helsinki-NLP/opus-mt-xx-yy" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def test_translate_with_no_flags_equals_generate_with_the_checkpoints_defaults(imported, tmp_path):
+    """generate() with no arguments decodes as generation_config.json says (beam 4, length ** 1,
+    max_length 512, <pad> banned); so does the imported run's decode section, in the API and in
+    the plain command."""
+    reference, tokenizer, vocab, run, translator = imported
+    texts = sentences(FRENCH, 40, seed=12)
+    batch = tokenizer(texts, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = reference.generate(**batch)
+    theirs = [_until_end([i for i in row[1:].tolist() if i != tokenizer.pad_token_id]) for row in out]
+    assert translator.options.beam == 4 and translator.options.scoring == "marian"
+    assert _ours(translator, vocab, texts, max_len=translator.options.max_len) == theirs
+    (tmp_path / "in.fr").write_text("\n".join(texts) + "\n")
+    plain = cli("mt.translate", "--model", str(run), "--input", str(tmp_path / "in.fr"))
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.splitlines() == tokenizer.batch_decode(out, skip_special_tokens=True)
+
+
+def test_score_equals_transformers_log_softmax(imported):
+    """decode.scoring marian normalises as transformers does: a log-softmax over the whole
+    vocabulary, Marian's <pad> included (a zero row and bias: not negligible)."""
+    reference, tokenizer, _, _, translator = imported
+    src, tgt = sentences(FRENCH, 8, seed=13), sentences(ENGLISH, 8, seed=14)
+    batch = tokenizer(src, text_target=tgt, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        logits = reference(**batch).logits
+    labels = batch["labels"]
+    logp = torch.log_softmax(logits, dim=-1).gather(2, labels.clamp(min=0)[:, :, None]).squeeze(2)
+    real = labels != tokenizer.pad_token_id
+    theirs = torch.where(real, logp, 0.0).sum(dim=1)
+    ours = torch.tensor([total for total, _ in translator.score(src, tgt)])
+    assert torch.allclose(ours, theirs, atol=1e-4)
+    gnmt = torch.tensor([total for total, _ in translator.score(src, tgt, scoring="gnmt")])
+    assert (gnmt > ours).all()  # without <pad> in the softmax every token is a little likelier

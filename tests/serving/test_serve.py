@@ -270,3 +270,18 @@ def test_each_refusal_names_its_limit(server, raw, status, words):
     assert r.status_code == status, r.text
     if words:
         assert words in r.json()["error"]
+
+
+def test_a_runs_default_output_length_is_held_to_the_servers_ceiling():
+    """An imported run decodes up to its checkpoint's max_length by default: the server's
+    --max-output-len still bounds what a request costs, and a request over it is refused."""
+    from mt.decode_options import DecodeOptions
+    from mt.serving.requests import Limits, parse_request
+
+    limits, defaults = Limits(max_output_len=50), DecodeOptions(beam=4, max_len=510, scoring="marian")
+    sentences, options = parse_request({"text": "bonjour"}, limits, defaults)
+    assert sentences == ["bonjour"] and options.max_len == 50 and options.scoring == "marian"
+    assert parse_request({"text": "bonjour", "max_len": 20}, limits, defaults)[1].max_len == 20
+    status, message = parse_request({"text": "bonjour", "max_len": 100}, limits, defaults)
+    assert status == 422 and "--max-output-len" in message
+    assert parse_request({"text": "x", "scoring": "bogus"}, limits, defaults)[0] == 422
