@@ -19,8 +19,20 @@ import time
 from collections import Counter
 
 ODD = ["\ud800", "\udfff", "\x00", "\x1b[31m", "\u202e", "\ufeff", "é" * 50, "🙂" * 10, "\r\n", "\t", "", " "]
-OPTIONS = ["beam", "n_best", "max_len", "top_k", "top_p", "temperature", "length_penalty", "seed", "bogus"]
-VALUES = [0, 1, 2, 5, -1, 10**9, 2**63, 1.5, float("nan"), float("inf"), -float("inf"), None, True, "5", [], {}]
+OPTIONS = [
+    "beam",
+    "n_best",
+    "max_len",
+    "top_k",
+    "top_p",
+    "temperature",
+    "length_penalty",
+    "seed",
+    "scoring",
+    "split",
+    "bogus",
+]
+VALUES = [0, 1, 2, 5, -1, 10**9, 2**63, 1.5, float("nan"), float("inf"), -float("inf"), None, True, False, "5", [], {}]
 
 
 def body(rng: random.Random) -> bytes:
@@ -31,7 +43,16 @@ def body(rng: random.Random) -> bytes:
     if kind == 1:
         depth = rng.choice([10, 100, 5000])
         return (b"[" * depth) + (b"]" * depth if rng.random() < 0.5 else b"")
-    text = "".join(rng.choice(ODD + ["le chat noir ", "la femme "]) for _ in range(rng.randrange(1, 6)))
+    pieces = ODD + [
+        "le chat noir ",
+        "la femme ",
+        ". Le chien. ",
+        ", ",
+        " — ",
+        "M. ",
+        "?! ",
+    ]  # paragraphs and clauses too
+    text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 6 if rng.random() < 0.8 else 120)))
     doc: dict = {"text": text if rng.random() < 0.5 else [text] * rng.choice([1, 3, 200])}
     if kind == 2:
         doc["text"] = rng.choice(VALUES)

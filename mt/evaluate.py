@@ -15,6 +15,7 @@ from mt.data.corpora import columns, load_pairs
 from mt.errors import UserError, cli_entry
 from mt.files import read_lines
 from mt.flags import add_decoding_args, add_model_args, from_args, open_translator
+from mt.inference.documents import translate_lines
 from mt.inference.metrics import corpus_scores
 from mt.inference.translator import DEFAULT_MODEL
 
@@ -50,6 +51,12 @@ def main(argv=None):
     p.add_argument("--src", help="source file, one sentence per line (instead of --split)")
     p.add_argument("--ref", help="reference translations, line-aligned with --src")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument(
+        "--documents",
+        action="store_true",
+        help="each line a paragraph: cut into sentences, translated, joined back, scored against a "
+        "paragraph-level reference (as mt.translate translates text)",
+    )
     add_model_args(p)
     add_decoding_args(p)
     args = p.parse_args(argv)
@@ -57,10 +64,13 @@ def main(argv=None):
     options = from_args(args, translator.options).replace(n_best=1)
     src, ref, name = load_test_set(args, translator.cfg)
     start = time.perf_counter()
-    hyp = translator.translate(src, options, batch_size=args.batch_size)
+    if args.documents:
+        hyp = translate_lines(translator, src, options, args.batch_size).lines
+    else:
+        hyp = translator.translate(src, options, batch_size=args.batch_size)
     seconds = time.perf_counter() - start
     scores = corpus_scores(hyp, ref)
-    method = decoding_name(options, args.engine, args.quantize)
+    method = decoding_name(options, args.engine, args.quantize) + ("-documents" if args.documents else "")
     model = Path((args.model or [DEFAULT_MODEL])[0])
     run_dir = model.parent if model.is_file() else model
     out = run_dir / f"hyp.{name}.{method}.txt"

@@ -1,9 +1,11 @@
 """python -m mt.translate [TEXT ...] [--model DIR] [--beam N | --greedy | --sample ...] [--input FILE] [--output FILE]
 
 Translates the positional texts, else the lines of --input or of standard input: exactly one
-output line per input line, in order. --n-best N prints N scored hypotheses per input (TSV, or
-JSON lines with --format jsonl); --alignment appends word alignments; --attention FILE.png draws
-the cross-attention of one sentence. The Python API is `Translator.load(run_dir).translate([...])`.
+output line per input line, in order. A line may hold a paragraph: it is cut into sentences, which
+are translated and joined back (mt/inference/documents.py; --no-split translates each line whole).
+--n-best N prints N scored hypotheses per input (TSV, or JSON lines with --format jsonl);
+--alignment appends word alignments; --attention FILE.png draws the cross-attention of one
+sentence: these work on one sentence a line. The Python API is `Translator.load(run_dir).translate([...])`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from mt.errors import UserError, cli_entry
 from mt.files import atomic_write, output_file, read_lines, split_lines
 from mt.flags import add_decoding_args, add_model_args, from_args, open_translator
 from mt.inference.attention_maps import cross_attention, save_heatmap, word_alignment
+from mt.inference.documents import translate_lines
 from mt.inference.translator import Translator
 
 __all__ = ["Translator", "main"]  # Translator lives in mt.inference.translator; importing it from here still works
@@ -24,8 +27,14 @@ __all__ = ["Translator", "main"]  # Translator lives in mt.inference.translator;
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m mt.translate", description="Translate sentences with a trained model.")
-    p.add_argument("text", nargs="*", help="sentences to translate (else --input, else standard input)")
-    p.add_argument("--input", help="file with one sentence per line")
+    p.add_argument("text", nargs="*", help="texts to translate (else --input, else standard input)")
+    p.add_argument("--input", help="file of text: each line a sentence or a paragraph")
+    p.add_argument(
+        "--no-split",
+        action="store_true",
+        help="translate each line as one sentence instead of cutting it into sentences (n-best lists, "
+        "--format jsonl, --alignment and --attention always do)",
+    )
     p.add_argument("--output", help="write translations here instead of standard output")
     p.add_argument(
         "--format",
@@ -100,6 +109,17 @@ def main(argv=None):
     lines = read_input(args)
     if args.attention and len(lines) != 1:
         raise UserError(f"--attention draws one sentence; {len(lines)} were given")
+    fmt = args.format or ("tsv" if options.n_best > 1 else "text")
+    if fmt == "text" and not (args.alignment or args.attention):  # whole documents: one line out per line in
+        done = translate_lines(translator, lines, options, args.batch_size, split=not args.no_split)
+        if done.long_sentences:
+            print(
+                f"{done.long_sentences} of {done.sentences} sentences were longer than the model takes "
+                f"({translator.max_src_tokens} tokens) and were translated in pieces cut at clauses",
+                file=sys.stderr,
+            )
+        write(args, "".join(line.replace("\n", " ") + "\n" for line in done.lines))
+        return
     found = translator.translate(lines, options, batch_size=args.batch_size, hypotheses=True)
     alignments = None
     if args.alignment or args.attention:
@@ -110,7 +130,10 @@ def main(argv=None):
         if args.attention and maps[0]:
             save_heatmap(*maps[0], args.attention, title=f"{lines[0]}\n→ {found[0][0].text}")
             print(f"attention heatmap in {args.attention}", file=sys.stderr)
-    text = format_lines(lines, found, args.format or ("tsv" if options.n_best > 1 else "text"), alignments)
+    write(args, format_lines(lines, found, fmt, alignments))
+
+
+def write(args, text: str) -> None:
     if args.output:
         atomic_write(Path(args.output), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     else:

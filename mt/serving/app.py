@@ -14,8 +14,9 @@ from mt import __version__
 from mt.decode_options import FIELDS
 from mt.errors import UserError, require_extra
 from mt.flags import open_translator
+from mt.inference.documents import cut_for, join_lines
 from mt.serving.request_batcher import Batcher
-from mt.serving.requests import Limits, decode_body, parse_request
+from mt.serving.requests import Limits, check_sizes, decode_body, parse_request
 
 
 def _error(status: int, message: str):
@@ -46,6 +47,7 @@ def create_app(args: argparse.Namespace, limits: Limits = Limits()):
     @asynccontextmanager
     async def lifespan(app):
         app.state.translator, app.state.load_error, app.state.batcher = None, None, None
+        app.state.long_sentences = 0  # sentences longer than the model takes, translated in pieces
         _load_in_background(app, args)
         yield
         if app.state.batcher:
@@ -85,6 +87,7 @@ def create_app(args: argparse.Namespace, limits: Limits = Limits()):
             "limits": dataclasses.asdict(limits),
             "requests_served": b.requests if b else 0,
             "batches_decoded": b.batches if b else 0,
+            "long_sentences_cut": app.state.long_sentences,
         }
 
     @app.post("/translate")
@@ -104,14 +107,21 @@ async def answer(state, raw: bytes, limits: Limits):
     parsed = parse_request(body, limits, state.translator.options)
     if isinstance(parsed[0], int):
         return _error(*parsed)
-    sentences, options = parsed
+    texts, options, split = parsed
+    sentences, cuts, long = texts, None, 0  # n-best lists: one sentence a text, as given
+    if options.n_best == 1:
+        sentences, cuts, long = cut_for(state.translator, texts, split)
+        if split and (refused := check_sizes(sentences, limits)):
+            return _error(*refused)
     start = time.perf_counter()
     try:
         found = await asyncio.wait_for(state.batcher.translate(sentences, options), limits.timeout_s)
     except (asyncio.TimeoutError, TimeoutError):
         return _error(504, f"no answer within {limits.timeout_s:g} s (--timeout)")
+    state.long_sentences += long
+    best = [h[0].text for h in found]
     result = {
-        "translations": [h[0].text for h in found],
+        "translations": join_lines(best, cuts) if cuts is not None else best,
         "seconds": round(time.perf_counter() - start, 4),
         "options": dataclasses.asdict(options),
     }

@@ -1,5 +1,7 @@
-"""What a POST /translate body may hold, checked before any work is done: the sentences and the
-decoding options, or the HTTP status and the one-line reason it is refused."""
+"""What a POST /translate body may hold, checked before any work is done: the texts, the decoding
+options and whether to cut the texts into sentences ("split", default true), or the HTTP status
+and the one-line reason it is refused. The size limits apply to what is translated: the sentences
+a text is cut into where it is split (`check_sizes`), the texts themselves where it is not."""
 
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ from mt.errors import UserError
 class Limits:
     """The server's ceilings, each a flag of `mt.serve` and shown by GET /info."""
 
-    max_sentences: int = 64  # per request
-    max_chars: int = 2000  # per sentence
+    max_sentences: int = 64  # per request, after the texts are cut into sentences
+    max_chars: int = 2000  # per sentence translated
     timeout_s: float = 60.0  # per request, from arrival to answer
     max_body_bytes: int = 1 << 20  # before any JSON is decoded
     max_depth: int = 16  # nesting of JSON arrays and objects; the documented body needs 2
@@ -68,19 +70,32 @@ def from_mapping(values: dict, defaults: DecodeOptions) -> DecodeOptions:
     return dataclasses.replace(defaults, **values)
 
 
+def check_sizes(sentences: list[str], limits: Limits) -> tuple[int, str] | None:
+    """(413, why) where there are more sentences to translate than the limit or one is too long."""
+    if len(sentences) > limits.max_sentences:
+        return 413, f"{len(sentences)} sentences in one request; the limit is {limits.max_sentences} (--max-sentences)"
+    for i, s in enumerate(sentences):
+        if len(s) > limits.max_chars:
+            return 413, f"sentence {i} has {len(s)} characters; the limit is {limits.max_chars} (--max-chars)"
+    return None
+
+
 def parse_request(body, limits: Limits, defaults) -> tuple:
-    """(sentences, options) from a request body, or (status, message) for a bad one."""
+    """(texts, options, split) from a request body, or (status, message) for a bad one. Texts that
+    will be split are checked for size once cut (`check_sizes`), here only against the body's."""
     if not isinstance(body, dict) or "text" not in body:
         return 422, 'the body must be a JSON object with "text": a string or a list of strings'
     text = body["text"]
     sentences = [text] if isinstance(text, str) else text
     if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
         return 422, '"text" must be a string or a list of strings'
-    if len(sentences) > limits.max_sentences:
-        return 413, f"{len(sentences)} sentences in one request; the limit is {limits.max_sentences} (--max-sentences)"
-    for i, s in enumerate(sentences):
-        if len(s) > limits.max_chars:
-            return 413, f"sentence {i} has {len(s)} characters; the limit is {limits.max_chars} (--max-chars)"
+    split = body.get("split", True)
+    if not isinstance(split, bool):
+        return 422, f'"split" must be true or false, got {split!r}'
+    split = split and not (isinstance(body.get("n_best"), int) and body["n_best"] > 1)  # n-best: one sentence each
+    if len(sentences) > limits.max_sentences or not split:
+        if refused := check_sizes(sentences, limits):
+            return refused
     ceilings = {
         "beam": (limits.max_beam, "--max-beam"),
         "n_best": (limits.max_beam, "--max-beam"),
@@ -91,9 +106,9 @@ def parse_request(body, limits: Limits, defaults) -> tuple:
         if isinstance(value, int) and not isinstance(value, bool) and value > ceiling:
             return 422, f"{name} {value} is over the server's ceiling of {ceiling} ({flag})"
     try:
-        options = from_mapping({k: v for k, v in body.items() if k != "text"}, defaults)
+        options = from_mapping({k: v for k, v in body.items() if k not in ("text", "split")}, defaults)
     except (UserError, TypeError) as e:
         return 422, str(e)
     if options.max_len is not None and options.max_len > limits.max_output_len:  # the run's own default
         options = dataclasses.replace(options, max_len=limits.max_output_len)
-    return sentences, options
+    return sentences, options, split

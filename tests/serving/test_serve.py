@@ -279,9 +279,36 @@ def test_a_runs_default_output_length_is_held_to_the_servers_ceiling():
     from mt.serving.requests import Limits, parse_request
 
     limits, defaults = Limits(max_output_len=50), DecodeOptions(beam=4, max_len=510, scoring="marian")
-    sentences, options = parse_request({"text": "bonjour"}, limits, defaults)
-    assert sentences == ["bonjour"] and options.max_len == 50 and options.scoring == "marian"
+    sentences, options, split = parse_request({"text": "bonjour"}, limits, defaults)
+    assert sentences == ["bonjour"] and options.max_len == 50 and options.scoring == "marian" and split
     assert parse_request({"text": "bonjour", "max_len": 20}, limits, defaults)[1].max_len == 20
     status, message = parse_request({"text": "bonjour", "max_len": 100}, limits, defaults)
     assert status == 422 and "--max-output-len" in message
     assert parse_request({"text": "x", "scoring": "bogus"}, limits, defaults)[0] == 422
+
+
+def test_paragraphs_are_cut_into_sentences_and_a_long_one_is_translated_in_full(server):
+    """The limits (8 sentences, 200 characters, this server's) apply to the sentences translated:
+    a paragraph of four sentences passes, a long sentence is cut at its clauses and counted in
+    /info, split false translates each text whole, and a text too big still gets a 413."""
+    sentences = ["le chat noir.", "Le chien blanc!", "Le homme rouge ?", "Le petit enfant."]
+    paragraph = " ".join(sentences)
+    before = httpx.get(f"{server}/info").json()["long_sentences_cut"]
+    answer = post(server, {"text": [paragraph, "", "  le chat noir  "], "beam": 1})
+    assert answer.status_code == 200, answer.text
+    first, empty, spaced = answer.json()["translations"]
+    one_by_one = post(server, {"text": sentences, "split": False, "beam": 1}).json()["translations"]
+    assert first == " ".join(one_by_one) and empty == "" and spaced.startswith("  the ") and spaced.endswith("  ")
+    clauses = ", ".join(["le petit enfant", "le homme rouge"] * 4)  # over 100 tokens: eight clauses to translate
+    started = time.monotonic()
+    answer = post(server, {"text": clauses, "beam": 1})
+    assert answer.status_code == 200 and time.monotonic() - started < 60, answer.text
+    assert len(answer.json()["translations"][0]) >= 0.5 * len(clauses)
+    assert httpx.get(f"{server}/info").json()["long_sentences_cut"] == before + 1
+    whole = post(server, {"text": paragraph, "split": False, "beam": 1})
+    assert whole.status_code == 200 and len(whole.json()["translations"]) == 1
+    assert post(server, {"text": "x" * 201, "split": False}).status_code == 413  # a text over 200 characters
+    assert post(server, {"text": "x" * 201}).status_code == 413  # a sentence over 200 characters
+    assert post(server, {"text": " ".join(["Le chat noir."] * 9)}).status_code == 413  # nine sentences
+    refused = post(server, {"text": "x", "split": "yes"})
+    assert refused.status_code == 422 and "split" in refused.json()["error"]
