@@ -179,7 +179,7 @@ def main(argv=None) -> dict:
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
     precisions = [p for p in precisions if p == "fp32" or uses_bf16(device, p)]
     cfg.train.precision = "bf16" if "bf16" in precisions else "fp32"
-    Runtime.for_training(cfg, device)  # the trainer's heap and caches
+    Runtime.for_training(cfg)  # the trainer's heap and caches
     generator = torch.Generator().manual_seed(cfg.seed)
     b, t = cfg.train.batch_size, cfg.data.block_size
     batches = [

@@ -25,10 +25,11 @@ import torch
 from mt.bench import CPU_GPT
 from mt.config import load_config
 from mt.cpu import allocator
+from mt.data.plain_text import read_corpus_text, split_text
 from mt.hardware import describe, pick_device
 from mt.inference.loading import load_run
 from mt.loss import token_loss
-from mt.training.lm_task import LanguageModelTask, read_corpus_text, split_text
+from mt.training.lm_task import LanguageModelTask
 from mt.training.trainer import train
 
 # nanoGPT README, "I only have a macbook": 4 layers, 4 heads, 128 dims, block 64, batch 12, no dropout.

@@ -144,7 +144,7 @@ def profile_precision(cfg, task, device, precision: str, steps: int, trace: Path
 def settle_memory(cfg, device, precision: str) -> Runtime:
     """The trainer's process-wide settings (heap, oneDNN caches) for training in `precision`."""
     cfg.train.precision = precision
-    return Runtime.for_training(cfg, device)
+    return Runtime.for_training(cfg)
 
 
 def print_table(rows: list[dict]) -> None:
@@ -183,7 +183,8 @@ def main(argv=None):
     runtime = settle_memory(cfg, device, "bf16" if "bf16" in precisions else "fp32")
     print(f"{cfg.name}: {describe(device)}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as run_dir:
-        task = build_task(cfg, Path(run_dir), runtime, False, World())
+        cfg.out_dir = run_dir
+        task = build_task(cfg, runtime, World(device=device), resume=False)
         rows = [profile_precision(cfg, task, device, pr, args.steps, args.trace) for pr in precisions]
     print_table(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)

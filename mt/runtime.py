@@ -32,21 +32,20 @@ class Runtime:
     micro_batch_workers: int = 1  # a step's micro-batches computed side by side (mt/cpu/micro_batches.py)
     heap_trim_every: int = 0  # training steps between hand-backs of the free heap (0: never)
 
-    @staticmethod
-    def training_device(tc) -> torch.device:
-        """The device `train.device` names here, checked: CUDA that is missing, or torch.compile on a
-        CPU without a C++ compiler, is one line now rather than a traceback at the first step."""
+    @classmethod
+    def for_training(cls, cfg: Config, local_rank: int = 0, world_size: int = 1) -> Runtime:
+        """Training's runtime, with the process-wide settings made before the first step. The device
+        is the one `train.device` names here, checked (missing CUDA, or torch.compile on a CPU
+        without a C++ compiler, is one line now rather than a traceback at the first step); under
+        torchrun each process takes the GPU of its `local_rank`."""
+        tc = cfg.train
         device = pick_device(tc.device)
         if tc.compile:
             require_cpp_compiler(device, "train.compile=true")
-        return device
-
-    @classmethod
-    def for_training(cls, cfg: Config, device: torch.device, world_size: int = 1) -> Runtime:
-        """Training's runtime on `device` (already resolved, and placed by torchrun where it runs),
-        with the process-wide settings made before the first step."""
-        tc, cpu = cfg.train, device.type == "cpu"
-        bf16 = uses_bf16(device, tc.precision)
+        if device.type == "cuda" and world_size > 1:
+            torch.cuda.set_device(local_rank)
+            device = torch.device("cuda", local_rank)
+        cpu, bf16 = device.type == "cpu", uses_bf16(device, tc.precision)
         heap.keep_freed_memory()
         if cpu and bf16:
             caches.bound_onednn_kernels()

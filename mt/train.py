@@ -1,7 +1,8 @@
 """python -m mt.train RECIPE.yaml [section.key=value ...] [--resume]
 
 Trains the model a recipe describes (mt/training/trainer.py does the work), with a progress bar,
-an evaluation every `train.eval_every` steps and a self-contained run directory. Ctrl-C stops at
+an evaluation every `train.eval_every` steps and a self-contained run directory, then scores the
+best checkpoint on the recipe's test sets (mt/training/report.py). Ctrl-C stops at
 the end of the current step and saves `last`; `--resume` continues from it exactly. Under
 `torchrun --nproc_per_node=N -m mt.train RECIPE` each process trains on its share of every batch.
 """
@@ -13,6 +14,7 @@ import argparse
 from mt.config import load_config
 from mt.errors import cli_entry
 from mt.training import distributed
+from mt.training.report import report
 from mt.training.trainer import train
 
 
@@ -25,6 +27,8 @@ def _main(argv=None):
     args = parser.parse_intermixed_args(argv)  # `RECIPE --resume key=value` too, not only flags last
     cfg = load_config(args.recipe, args.overrides)
     train(cfg, resume=args.resume)
+    if distributed.launched_rank() == 0:  # training has ended (Ctrl-C exits before this)
+        report(cfg)
 
 
 def main(argv=None):

@@ -29,67 +29,78 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class World:
+    """This process's place among the ranks, and the device its collectives run on."""
+
     rank: int = 0
     size: int = 1
+    device: torch.device = torch.device("cpu")
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
 
-def init(device: torch.device) -> tuple[World, torch.device]:
-    """Join the process group torchrun describes; each process takes its own GPU."""
+def placement() -> tuple[int, int]:
+    """(this process's rank on its machine, the number of processes) torchrun gave; (0, 1) alone."""
+    return int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def launched_rank() -> int:
+    """This process's rank among all of torchrun's (0 alone): rank 0 writes the run directory."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def init(device: torch.device) -> World:
+    """Join the process group torchrun describes, on `device` (each process's own GPU)."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size == 1:
-        return World(), device
-    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-    if device.type == "cuda":
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
+        return World(device=device)
     td.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return World(rank, size), device
+    return World(int(os.environ["RANK"]), size, device)
 
 
 _buffers: dict[torch.device, torch.Tensor] = {}
 
 
-def _reduce(world: World, value: float, device: torch.device, op) -> float:
+def _reduce(world: World, value: float, op) -> float:
     if world.size == 1:
         return value
-    buffer = _buffers.setdefault(device, torch.zeros((), dtype=torch.float64, device=device))  # see the module notes
+    zero = torch.zeros((), dtype=torch.float64, device=world.device)
+    buffer = _buffers.setdefault(world.device, zero)  # one long-lived tensor: see the module notes
     buffer.fill_(float(value))
     td.all_reduce(buffer, op=op)
     return buffer.item()
 
 
-def any_rank(world: World, flag: bool, device: torch.device) -> bool:
+def any_rank(world: World, flag: bool) -> bool:
     """True on every rank when it is True on any, so that all ranks stop at the same step."""
-    return bool(_reduce(world, flag, device, td.ReduceOp.MAX))
+    return bool(_reduce(world, flag, td.ReduceOp.MAX))
 
 
-def from_main(world: World, value: float, device: torch.device) -> float:
+def from_main(world: World, value: float) -> float:
     """Rank 0's `value`, on every rank."""
-    return _reduce(world, value if world.is_main else 0, device, td.ReduceOp.SUM)
+    return _reduce(world, value if world.is_main else 0, td.ReduceOp.SUM)
 
 
-def total(world: World, value: int, device: torch.device) -> int:
+def total(world: World, value: int) -> int:
     """The sum of `value` over all ranks."""
-    return int(_reduce(world, value, device, td.ReduceOp.SUM))
+    return int(_reduce(world, value, td.ReduceOp.SUM))
 
 
-def main_first(world: World, device: torch.device, work: Callable[[], T]) -> T | None:
-    """Run `work` on rank 0 alone (taking the run lock, training the tokenizer) and tell every rank
+def main_first(world: World, work: Callable[[], T], then_the_others: bool = False) -> T | None:
+    """Run `work` on rank 0 (taking the run lock, training the tokenizer) and tell every rank
     whether it failed: a user error there then ends all ranks with its message, instead of leaving
-    the others waiting for a rank that has gone."""
+    the others waiting for a rank that has gone. `then_the_others`: the other ranks run `work`
+    after rank 0's has succeeded (reading what it wrote); else they get None."""
     result, error = None, None
     if world.is_main:
         try:
             result = work()
         except UserError as e:
             error = e
-    if any_rank(world, error is not None, device):
+    if any_rank(world, error is not None):
         raise error or UserError("stopped: rank 0 could not prepare the run (its error is above)")
-    return result
+    return work() if then_the_others and not world.is_main else result
 
 
 def shutdown(world: World, wait_for_all: bool) -> None:

@@ -15,7 +15,6 @@ import torch
 
 from mt.checkpoint import BEST, LAST, fit_weights, load_checkpoint
 from mt.config import Config, init_source
-from mt.data.tokenizer import Tokenizer, load_tokenizer
 from mt.errors import UserError
 
 
@@ -31,8 +30,9 @@ def checkpoint_path(init_from: str) -> Path:
     return found
 
 
-def tokenizer(cfg: Config) -> Tokenizer:
-    return load_tokenizer(init_source(cfg.train.init_from)[0])
+def run_dir(cfg: Config) -> Path | None:
+    """The run directory a fine-tuning run starts from (its tokenizer's), or None."""
+    return init_source(cfg.train.init_from)[0] if cfg.train.init_from else None
 
 
 def load_weights(model: torch.nn.Module, cfg: Config, log=print) -> None:

@@ -6,48 +6,17 @@ kept on the training device as one tensor, so a batch is a single gather with no
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
 from mt.config import Config
-from mt.data import catalog
-from mt.data.tokenizer import Tokenizer, learn_tokenizer, load_tokenizer
+from mt.data.plain_text import prepare_text, split_text
 from mt.errors import UserError
 from mt.loss import token_loss
 from mt.runtime import Runtime
-from mt.training import init_from
 from mt.training.distributed import World
-
-TEXT_FILES = {"tinyshakespeare": "input.txt"}
-
-
-def read_corpus_text(corpus: str) -> str:
-    """The text of a catalog corpus (`tinyshakespeare`) or of a UTF-8 file at the path `corpus`."""
-    if corpus in TEXT_FILES:
-        path = catalog.corpus_file(corpus, TEXT_FILES[corpus])
-    elif Path(corpus).is_file():
-        path = Path(corpus)
-    else:
-        raise UserError(
-            f"data.corpus '{corpus}' is neither a catalog text ({', '.join(TEXT_FILES)}) nor an existing file"
-        )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        line = path.read_bytes()[: e.start].count(b"\n") + 1
-        raise UserError(f"{path} line {line}: invalid UTF-8 ({e.reason}); fix or re-encode the file") from None
-    if not text.strip():
-        raise UserError(f"{path} holds no text to learn from")
-    return text
-
-
-def split_text(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The encoded corpus as (train, validation): its first 90% and the rest."""
-    n_train = int(0.9 * len(ids))
-    return ids[:n_train], ids[n_train:]
 
 
 class LanguageModelTask:
@@ -55,25 +24,11 @@ class LanguageModelTask:
 
     best_metric, higher_is_better = "val_loss", False
 
-    def __init__(self, cfg: Config, run_dir: Path, runtime: Runtime, reuse_tokenizer: bool, world: World = World()):
+    def __init__(self, cfg: Config, runtime: Runtime, tokenizer_from: Path | None, world: World = World()):
         device = runtime.device
-        text = read_corpus_text(cfg.data.corpus)
-        self.world = world
-        if reuse_tokenizer:
-            self.tokenizer: Tokenizer = load_tokenizer(run_dir)
-        elif cfg.train.init_from:
-            self.tokenizer = init_from.tokenizer(cfg)
-        else:
-            lines = [line for line in text.splitlines() if line.strip()]
-            sample = (lambda n: [text]) if cfg.tokenizer.kind == "char" else (lambda n: lines[:n])  # noqa: E731
-            content = hashlib.sha256(text.encode()).hexdigest()
-            self.tokenizer = learn_tokenizer(
-                cfg.tokenizer, sample, len(lines), content, cfg.seed, catalog.data_dir() / "cache", "data.corpus"
-            )
-        if world.is_main:
-            self.tokenizer.save(run_dir)
-        ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.long)
-        train, val = split_text(ids)
+        text = prepare_text(cfg.data.corpus, cfg.tokenizer, cfg.seed, tokenizer_from)
+        self.tokenizer, self.world = text.tokenizer, world
+        train, val = split_text(text.ids)
         self.splits = {"train": train.to(device), "val": val.to(device)}
         self.block_size, self.batch_size, self.device = cfg.data.block_size, cfg.train.batch_size, device
         self.eval_batches, self.seed = cfg.train.eval_batches, cfg.seed

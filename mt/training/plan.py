@@ -18,8 +18,6 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-import torch
-
 from mt.config import TrainConfig
 from mt.training import distributed
 from mt.training.optim import cosine_progress
@@ -81,10 +79,8 @@ class Planner:
     micro-batches in one epoch, asked only when a first plan is made (None: the rule leaves the run
     alone). Decisions are rank 0's, shared with every rank."""
 
-    def __init__(
-        self, tc: TrainConfig, world, device: torch.device, state, batches_per_epoch: Callable[[], int] | None = None
-    ):
-        self.tc, self.world, self.device, self.state = tc, world, device, state
+    def __init__(self, tc: TrainConfig, world, state, batches_per_epoch: Callable[[], int] | None = None):
+        self.tc, self.world, self.state = tc, world, state
         self.budget_s = tc.max_minutes * 60 if tc.max_minutes else float("inf")
         self.batches_per_epoch = batches_per_epoch
         self.at = max(tc.warmup_steps, 2)  # the cosine starts here; at least one step after the first is timed
@@ -107,9 +103,7 @@ class Planner:
         """The plan at warm-up's end: the budget's steps at `pace_s` a step plus `evaluation_s` every
         `eval_every` steps, then the rule, which may change the steps' size and the dropout."""
         left = max(self.budget_s - elapsed_s - evaluation_s, 0.0)
-        steps = int(
-            distributed.from_main(self.world, self._steps_in(step, left, pace_s, evaluation_s, 1.0), self.device)
-        )
+        steps = int(distributed.from_main(self.world, self._steps_in(step, left, pace_s, evaluation_s, 1.0)))
         epochs = self._epochs(steps)  # rank 0's steps: every rank applies the rule alike
         plan, said = Plan(steps=steps), ""
         rule, accum = self.tc.plan, self.tc.grad_accum
@@ -142,7 +136,7 @@ class Planner:
         projected = elapsed_s + evaluation_s + (was - step) * (step_s + evaluation_s / self.tc.eval_every)
         off = abs(projected - self.budget_s) > max(REPLAN_SHARE * self.budget_s, REPLAN_MIN_S)
         off = off and not (was >= self.tc.max_steps and projected < self.budget_s)  # max_steps ends it first
-        if not distributed.from_main(self.world, float(off), self.device):
+        if not distributed.from_main(self.world, float(off)):
             return
         plan = self.state.plan
         progress = cosine_progress(step, self.tc, was, plan.anchor)
@@ -167,7 +161,7 @@ class Planner:
 
     def _adopt(self, plan: Plan, step: int) -> None:
         """Rank 0's plan on every rank, never before `step` nor past max_steps."""
-        steps = int(distributed.from_main(self.world, min(plan.steps, self.tc.max_steps), self.device))
+        steps = int(distributed.from_main(self.world, min(plan.steps, self.tc.max_steps)))
         plan.steps = max(steps, step)
         self.state.plan = plan
 

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from mt.checkpoint import BEST
 from mt.config import Config
 from mt.errors import UserError
 from mt.files import atomic_write
@@ -78,14 +79,18 @@ def language_model_report(run_dir: Path, log=None) -> None:
     print(f'next:\n  python -m mt.generate --model {run_dir} --prompt "ROMEO:" --max-new-tokens 300', file=log)
 
 
-def report(cfg: Config, run_dir: Path, runtime) -> None:
-    """The end-of-training report. The run is complete without it, so a failure here (a test set
-    that cannot be read) is a warning, not an error."""
+def report(cfg: Config) -> None:
+    """The end-of-training report on the run's best.pt, on the device training used. The run is
+    complete without it, so a failure here (a test set that cannot be read) is a warning, not an
+    error; a run that never evaluated has no best.pt and no report."""
+    run_dir = cfg.run_dir
+    if not cfg.train.report or not (run_dir / BEST).is_file():
+        return
     if cfg.model.arch != "transformer":
         language_model_report(run_dir)
         return
     print("end-of-training report (train.report=false skips it)", file=sys.stderr)
     try:
-        translation_report(cfg, run_dir, runtime.device)
+        translation_report(cfg, run_dir, cfg.train.device)
     except UserError as e:
         print(f"warning: no end-of-training report: {e}", file=sys.stderr)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import signal
 
-import torch
-
 from mt.config import TrainConfig
 from mt.training import distributed
 from mt.training.plan import Planner
@@ -45,10 +43,8 @@ class StopPolicy:
     """Reads the recipe's stopping rules; `after_step` and `after_evaluation` say whether and why to
     stop. The time budget's plan is `planner`'s (kept in the run's RunState)."""
 
-    def __init__(
-        self, tc: TrainConfig, world: distributed.World, device: torch.device, flag: StopFlag, planner: Planner
-    ):
-        self.tc, self.world, self.device, self.flag, self.planner = tc, world, device, flag, planner
+    def __init__(self, tc: TrainConfig, world: distributed.World, flag: StopFlag, planner: Planner):
+        self.tc, self.world, self.flag, self.planner = tc, world, flag, planner
         self.state, self.budget_s = planner.state, planner.budget_s
         self.limit_s = self.budget_s + max(OVERRUN_SHARE * self.budget_s, OVERRUN_MIN_S)
         self.cut_from = None  # the plan the clock cut short, for the message
@@ -75,15 +71,15 @@ class StopPolicy:
             and not plan_now
         ):
             return None  # ranks compare notes only where they sync anyway
-        if distributed.any_rank(world, self.flag.requested, self.device):
+        if distributed.any_rank(world, self.flag.requested):
             return "interrupted"
         if planner.wanted:
-            if distributed.any_rank(world, elapsed_s >= self.budget_s, self.device):
+            if distributed.any_rank(world, elapsed_s >= self.budget_s):
                 planner.spent(step)
             elif plan_now:
                 self.plan_pending, self.pace_s = True, pace_s  # the loop evaluates now (`evaluation_due`)
         elif self.budget_s < float("inf") and step < self.total_steps():
-            if distributed.any_rank(world, elapsed_s >= self.limit_s, self.device):  # the machine slowed
+            if distributed.any_rank(world, elapsed_s >= self.limit_s):  # the machine slowed
                 self.cut_from, self.state.plan.steps = self.state.plan.steps, step  # --resume: finished
             elif step % tc.log_every == 0 and self._past_last_check(step) and planner.since is not None:
                 planner.check(step, elapsed_s)
@@ -119,7 +115,7 @@ class StopPolicy:
             return done
         patience = self.tc.patience
         stop = self.world.is_main and patience is not None and bad_evals >= patience
-        return "no improvement" if distributed.any_rank(self.world, stop, self.device) else None
+        return "no improvement" if distributed.any_rank(self.world, stop) else None
 
     def message(self, reason: str) -> str:
         minutes = self.tc.max_minutes

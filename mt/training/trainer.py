@@ -1,8 +1,8 @@
 """Training: `train(cfg)` opens the run, builds the task, model and optimizer, runs the `Trainer`
 loop (for each step: train, maybe log, maybe evaluate and save, ask the stop policy) and lets go
-of everything in one order however it ends. Under `torchrun --nproc_per_node=N -m mt.train` each
-process trains on its share of every batch list with DistributedDataParallel; rank 0 alone logs,
-evaluates and writes the run directory.
+of everything in one order however it ends; `mt.train` then reports on the test sets. Under
+`torchrun --nproc_per_node=N -m mt.train` each process trains on its share of every batch list
+with DistributedDataParallel; rank 0 alone logs, evaluates and writes the run directory.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import contextlib
 import json
 import sys
 import time
-from pathlib import Path
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -28,18 +27,26 @@ from mt.training.board import Board
 from mt.training.lm_task import LanguageModelTask
 from mt.training.optim import lr_at, make_optimizer
 from mt.training.plan import Plan, Planner, expected_last_step
-from mt.training.report import report
 from mt.training.run_dir import RunLock, RunState, open_run
 from mt.training.stopping import StopFlag, StopPolicy
 from mt.training.task import Task
 
 
-def build_task(cfg: Config, run_dir: Path, runtime: Runtime, reuse_tokenizer: bool, world: distributed.World) -> Task:
+def build_task(cfg: Config, runtime: Runtime, world: distributed.World, resume: bool) -> Task:
+    """The task `cfg.model.arch` trains. Its tokenizer is the run directory's when resuming (and on
+    every rank after the first, which rank 0 has made it for), else the starting run's
+    (`train.init_from`), else learned from the corpus; rank 0 keeps a new one in the run directory."""
+    own_tokenizer = resume or not world.is_main
+    tokenizer_from = cfg.run_dir if own_tokenizer else init_from.run_dir(cfg)
     if cfg.model.arch == "transformer":
         from mt.training.translation_task import TranslationTask  # imports `datasets`, slow to load
 
-        return TranslationTask(cfg, run_dir, runtime, reuse_tokenizer, world)
-    return LanguageModelTask(cfg, run_dir, runtime, reuse_tokenizer, world)
+        task = TranslationTask(cfg, runtime, tokenizer_from, world)
+    else:
+        task = LanguageModelTask(cfg, runtime, tokenizer_from, world)
+    if world.is_main and not own_tokenizer:
+        task.tokenizer.save(cfg.run_dir)
+    return task
 
 
 def train(cfg: Config, resume: bool = False) -> dict:
@@ -49,12 +56,12 @@ def train(cfg: Config, resume: bool = False) -> dict:
     (the step limit, the budget, patience, Ctrl-C, a user error, an exception): the trainer closes
     its data threads and then its writers, then the process group is destroyed, then the run lock
     is released, so that no second training can start in the directory before this one is done."""
-    device = Runtime.training_device(cfg.train)  # before the process group, which an error would leave behind
-    world, device = distributed.init(device)
-    runtime = Runtime.for_training(cfg, device, world.size)  # decided once, handed down
     lock = RunLock(cfg.run_dir)
+    # Decided once and handed down; before the process group, which an error would leave behind.
+    runtime = Runtime.for_training(cfg, *distributed.placement())
+    world = distributed.init(runtime.device)
     try:
-        distributed.main_first(world, device, lock.acquire)
+        distributed.main_first(world, lock.acquire)
         trainer, interrupted = _train(cfg, resume, world, runtime)
         distributed.shutdown(world, wait_for_all=True)
         if world.is_main:  # rank 0 alone, no collectives left: averaging and the report
@@ -117,11 +124,9 @@ class Meter:
 def _build_run(cfg: Config, world: distributed.World, runtime: Runtime, resume: bool, ckpt: dict | None):
     """Task, model, optimizer and run state, restored from `ckpt` when resuming."""
     torch.manual_seed(cfg.seed)
-    device = runtime.device
     # Rank 0 trains the tokenizer and fills the encoding cache; the others then reuse both.
-    task = distributed.main_first(world, device, lambda: build_task(cfg, cfg.run_dir, runtime, resume, world))
-    task = task or build_task(cfg, cfg.run_dir, runtime, True, world)
-    model = build_model(cfg, task.vocab_size).to(device)  # the same start on every rank (DDP broadcasts it too)
+    task = distributed.main_first(world, lambda: build_task(cfg, runtime, world, resume), then_the_others=True)
+    model = build_model(cfg, task.vocab_size).to(runtime.device)  # the same start on every rank (DDP broadcasts it too)
     if not ckpt and cfg.train.init_from:
         init_from.load_weights(model, cfg, print if world.is_main else (lambda *a, **k: None))
     optimizer = make_optimizer(model, cfg.train)
@@ -144,7 +149,8 @@ def _train(cfg: Config, resume: bool, world: distributed.World, runtime: Runtime
 
 
 def _conclude(trainer: Trainer, interrupted: bool) -> None:
-    """Rank 0, once training is over: average the last snapshots, say where the run ended, report."""
+    """Rank 0, once training is over: average the last snapshots, say where the run ended, and
+    hand training's memory back (the report, mt.train's next step, would only add to its peak)."""
     cfg, state = trainer.cfg, trainer.state
     if not interrupted and cfg.train.average_last >= 2:
         average_into_best(
@@ -160,9 +166,7 @@ def _conclude(trainer: Trainer, interrupted: bool) -> None:
             f"done: step {state.step}, best {trainer.task.best_metric} {state.best:.4f}, run directory {cfg.run_dir}",
             file=sys.stderr,
         )
-    if cfg.train.report and (cfg.run_dir / BEST).is_file():
-        trainer.let_go()  # the report loads best.pt afresh: training's memory would only raise its peak
-        report(cfg, cfg.run_dir, trainer.runtime)
+    trainer.let_go()
 
 
 class Trainer:
@@ -235,7 +239,7 @@ class Trainer:
         accum = plan.grad_accum if plan and plan.grad_accum else tc.grad_accum
         micro_batches = [next(batches) for _ in range(accum)]
         counts = [self.task.batch_tokens(b) for b in micro_batches]
-        all_tokens = distributed.total(world, sum(counts), self.device) if accum > 1 else sum(counts) * world.size
+        all_tokens = distributed.total(world, sum(counts)) if accum > 1 else sum(counts) * world.size
         weights = [n * world.size / all_tokens if accum > 1 else 1.0 for n in counts]  # DDP averages over ranks
         shares = [n / sum(counts) for n in counts]  # of this rank's logged loss
         if self.micro_workers.workers > 1 and accum > 1:
@@ -327,8 +331,8 @@ class Trainer:
         since_eval, since_log = Meter(self.device), Meter(self.device)
         with contextlib.ExitStack() as closing:  # closes in reverse: batches, then board and metrics file
             metrics_file, batches, flag, bar = self._open_loop(closing)
-            planner = Planner(tc, world, self.device, s, self.task.batches_per_epoch)
-            policy = StopPolicy(tc, world, self.device, flag, planner)
+            planner = Planner(tc, world, s, self.task.batches_per_epoch)
+            policy = StopPolicy(tc, world, flag, planner)
             pace = Pace(skip=(planner.at - first_step) // 2)  # the plan times warm-up's second half
             self.model.train()
             self._plan_dropout()  # a resumed run's, if its plan turned it on

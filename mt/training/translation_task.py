@@ -5,51 +5,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
 
-import datasets
 import numpy as np
 import sacrebleu
 import torch
 
 from mt.config import Config
-from mt.data import catalog
 from mt.data.batching import collate, prefetch, shard, token_batches
-from mt.data.corpora import (
-    EncodedCorpus,
-    columns,
-    corpus_weights,
-    load_corpora,
-    load_pairs,
-    sample_texts,
-    spec_label,
-)
-from mt.data.mixing import Mixture
-from mt.data.tokenizer import SentencePieceTokenizer, Tokenizer, learn_tokenizer, load_tokenizer
-from mt.errors import UserError
+from mt.data.corpora import EncodedCorpus
+from mt.data.parallel import prepare_parallel
+from mt.data.tokenizer import SentencePieceTokenizer
 from mt.runtime import Runtime
-from mt.training import init_from
 from mt.training.distributed import World
-
-
-def train_tokenizer(cfg: Config, train: datasets.Dataset, cache_dir: Path, sizes: list[int] | None = None) -> Tokenizer:
-    """The tokenizer for the training corpora: every character of them, or SentencePiece learned
-    from a seeded sample of `tokenizer.max_pairs` pairs (cached by their content). With mixing
-    weights (`sizes`: each corpus' pairs), the sample takes each corpus' share of it."""
-    if len(train) == 0:
-        raise UserError(
-            "data.train: the training corpora hold no pairs (empty files?); give at least one corpus with text"
-        )
-    weights = corpus_weights(cfg.data.train) if sizes else None
-    return learn_tokenizer(
-        cfg.tokenizer,
-        lambda n: sample_texts(train, n, cfg.seed, mix=(sizes, weights) if sizes else None),
-        len(train),
-        train._fingerprint + (f"|weights {weights}" if weights else ""),
-        cfg.seed,
-        cache_dir,
-        "data.train",
-    )
 
 
 def to_device(batch: dict, device: torch.device) -> dict:
@@ -57,62 +24,17 @@ def to_device(batch: dict, device: torch.device) -> dict:
     return {k: v.to(device, non_blocking=v.is_pinned()) if torch.is_tensor(v) else v for k, v in batch.items()}
 
 
-class ValidationSet(NamedTuple):
-    label: str  # "" for the primary set, "_<name>" for the others
-    pairs: EncodedCorpus  # the pairs within the length limits: validation loss
-    sources: list[str]  # every pair: BLEU
-    references: list[str]
-
-
 class TranslationTask:
     """Batches, loss and evaluation for the encoder-decoder Transformer."""
 
     best_metric, higher_is_better = "val_bleu", True
 
-    def __init__(self, cfg: Config, run_dir: Path, runtime: Runtime, reuse_tokenizer: bool, world: World = World()):
+    def __init__(self, cfg: Config, runtime: Runtime, tokenizer_from: Path | None, world: World = World()):
         d, device = cfg.data, runtime.device
-        if cfg.data.max_tokens < d.max_len + 1:
-            raise UserError(
-                f"data.max_tokens ({d.max_tokens}) must hold at least one pair of data.max_len + 1 "
-                f"({d.max_len + 1}) tokens"
-            )
-        cache, log = catalog.data_dir() / "cache", sys.stderr if world.is_main else None
-        train, repeats, sizes = load_corpora(d.train, "train", d.src_lang, d.tgt_lang, d.clean, d.dedup, log)
-        valid_specs = d.valid if isinstance(d.valid, list) else [d.valid]
-        valid = [load_pairs(spec, "valid", d.src_lang, d.tgt_lang) for spec in valid_specs]
-        if reuse_tokenizer:
-            self.tokenizer: Tokenizer = load_tokenizer(run_dir)
-        elif cfg.train.init_from:
-            self.tokenizer = init_from.tokenizer(cfg)
-            self.tokenizer.save(run_dir)
-        else:
-            self.tokenizer = train_tokenizer(cfg, train, cache, sizes)
-            self.tokenizer.save(run_dir)
-        self.world = world
-        encode = {
-            "tokenizer": self.tokenizer,
-            "cache_dir": cache,
-            "max_len": d.max_len,
-            "max_ratio": d.max_len_ratio,
-            "num_proc": d.num_proc,
-            "log": log,
-        }
-        self.train = EncodedCorpus(train, what="train", repeats=repeats, sizes=sizes, **encode)
-        self.mixture = self._mixture(cfg, log) if sizes else None
-        # The first validation set is the primary one (best.pt follows it); the others are reported beside it.
-        labels = [""] + [f"_{spec_label(spec)}" for spec in valid_specs[1:]]
-        self.valid_sets = [
-            ValidationSet(label, EncodedCorpus(pairs, what=f"valid{label}", **encode), *columns(pairs, "src", "tgt"))
-            for label, pairs in zip(labels, valid)
-        ]
-        self.cfg = cfg
-        self.max_tokens, self.max_len, self.seed, self.runtime, self.device = (
-            d.max_tokens,
-            d.max_len,
-            cfg.seed,
-            runtime,
-            device,
-        )
+        data = prepare_parallel(d, cfg.tokenizer, cfg.seed, tokenizer_from, sys.stderr if world.is_main else None)
+        self.tokenizer, self.train, self.mixture, self.valid_sets = data
+        self.cfg, self.world, self.runtime, self.device = cfg, world, runtime, device
+        self.max_tokens, self.max_len, self.seed = d.max_tokens, d.max_len, cfg.seed
         # Tensor cores and torch.compile want few, aligned shapes; on CPU padding is only waste.
         # (multiple, limit): within the model's positions, <END>/<START> included.
         self.padding = (8 if device.type == "cuda" or cfg.train.compile else 1, d.max_len + 1)
@@ -147,16 +69,6 @@ class TranslationTask:
         if self.device.type == "cuda":  # page-locked, so the copy to the GPU can overlap compute
             batch = {k: v.pin_memory() if torch.is_tensor(v) else v for k, v in batch.items()}
         return batch
-
-    def _mixture(self, cfg: Config, log) -> Mixture:
-        mixture = Mixture(self.train.corpus_of, corpus_weights(cfg.data.train), cfg.seed)
-        if log is not None:
-            shares = ", ".join(
-                f"{spec_label(spec)} {share:.0%} ({k:,})"
-                for spec, share, k in zip(cfg.data.train, mixture.shares(), mixture.per_epoch)
-            )
-            print(f"train: each epoch mixes {shares}", file=log)
-        return mixture
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """Epoch `epoch`'s batches: positions among the kept training pairs."""

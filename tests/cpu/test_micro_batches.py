@@ -73,7 +73,7 @@ def one_step(tmp_path, workers: int, *overrides: str, seed: int = 7):
     torch.manual_seed(0)
     model = build_model(cfg, VOCAB)
     task = Pairs()
-    runtime = Runtime.for_training(cfg, torch.device("cpu"))
+    runtime = Runtime.for_training(cfg)
     trainer = Trainer(cfg, World(), runtime, task, model, torch.optim.SGD(model.parameters(), lr=1.0), RunState())
     try:
         loss, tokens, _ = trainer.train_step(iter(micro_batches(4)), seed)

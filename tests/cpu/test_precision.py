@@ -214,19 +214,16 @@ def test_bf16_training_on_a_cpu_bounds_onednn_kernels_unless_the_user_chose(monk
     """oneDNN reads ONEDNN_PRIMITIVE_CACHE_CAPACITY, and ideep LRU_CACHE_CAPACITY, when they build
     their first kernel: bf16 training on a CPU sets both (Runtime.for_training); fp32, where MKL runs
     the matmuls, and a user's own value are left alone."""
-    cpu, bounds = (
-        torch.device("cpu"),
-        {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": ONEDNN_KERNELS, "LRU_CACHE_CAPACITY": IDEEP_ENTRIES},
-    )
+    bounds = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": ONEDNN_KERNELS, "LRU_CACHE_CAPACITY": IDEEP_ENTRIES}
     environ = {k: v for k, v in os.environ.items() if k not in bounds}
     monkeypatch.setattr(os, "environ", environ)
     recipe = ["recipes/shakespeare_char.yaml", "train.device=cpu"]
-    Runtime.for_training(load_config(recipe[0], [*recipe[1:], "train.precision=fp32"]), cpu)
+    Runtime.for_training(load_config(recipe[0], [*recipe[1:], "train.precision=fp32"]))
     assert not set(bounds) & set(environ)
-    Runtime.for_training(load_config(recipe[0], [*recipe[1:], "train.precision=bf16"]), cpu)
+    Runtime.for_training(load_config(recipe[0], [*recipe[1:], "train.precision=bf16"]))
     assert {name: environ[name] for name in bounds} == {name: str(n) for name, n in bounds.items()}
     environ["LRU_CACHE_CAPACITY"] = "512"
-    Runtime.for_training(load_config(recipe[0], [*recipe[1:], "train.precision=bf16"]), cpu)
+    Runtime.for_training(load_config(recipe[0], [*recipe[1:], "train.precision=bf16"]))
     assert environ["LRU_CACHE_CAPACITY"] == "512"
 
 

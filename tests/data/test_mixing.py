@@ -24,7 +24,7 @@ def task(tmp_path, train: str, seed: int = 1) -> TranslationTask:
     out.mkdir(exist_ok=True)
     overrides = ["tokenizer.kind=char", f"data.train={train}", f"data.valid={corpus(tmp_path, 'v', 5)}}}"]
     cfg = load_config("recipes/fr_en.yaml", [*overrides, f"seed={seed}", "train.device=cpu", f"out_dir={out}"])
-    return TranslationTask(cfg, out, Runtime(torch.device("cpu")), reuse_tokenizer=False)
+    return TranslationTask(cfg, Runtime(torch.device("cpu")), tokenizer_from=None)
 
 
 def sources(t: TranslationTask, epoch: int) -> list[str]:

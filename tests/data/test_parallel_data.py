@@ -114,17 +114,19 @@ def test_token_batches_respect_budget_and_cover_each_pair_once():
 
 def test_sentencepiece_model_is_cached_by_content(tmp_path):
     from mt.config import load_config
-    from mt.training.translation_task import train_tokenizer
+    from mt.data.parallel import train_tokenizer
 
     fr = [f"le chat numéro {i} dort près de la fenêtre" for i in range(200)]
     en = [f"the cat number {i} sleeps near the window" for i in range(200)]
     cfg = load_config("recipes/fr_en.yaml", ["tokenizer.vocab_size=60"])
-    first = train_tokenizer(cfg, load_pairs(text_spec(tmp_path, fr, en), "train", "fr", "en"), tmp_path / "cache")
+    pairs = load_pairs(text_spec(tmp_path, fr, en), "train", "fr", "en")
+    first = train_tokenizer(cfg.tokenizer, pairs, 1, tmp_path / "cache")
     assert len(list((tmp_path / "cache").glob("spm-*.model"))) == 1
-    again = train_tokenizer(cfg, load_pairs(text_spec(tmp_path, fr, en), "train", "fr", "en"), tmp_path / "cache")
+    reloaded = load_pairs(text_spec(tmp_path, fr, en), "train", "fr", "en")
+    again = train_tokenizer(cfg.tokenizer, reloaded, 1, tmp_path / "cache")
     assert again.fingerprint() == first.fingerprint()
     other = load_config("recipes/fr_en.yaml", ["tokenizer.vocab_size=50"])
-    train_tokenizer(other, load_pairs(text_spec(tmp_path, fr, en), "train", "fr", "en"), tmp_path / "cache")
+    train_tokenizer(other.tokenizer, pairs, 1, tmp_path / "cache")
     assert len(list((tmp_path / "cache").glob("spm-*.model"))) == 2  # settings are part of the key
 
 
@@ -156,12 +158,12 @@ def test_newstest_from_the_mirror(mirror):
 @pytest.mark.parametrize("lines", [["", "", ""], []], ids=["all empty", "no lines"])
 def test_a_corpus_without_text_says_so_in_one_line(tmp_path, lines):
     from mt.config import load_config
-    from mt.training.translation_task import train_tokenizer
+    from mt.data.parallel import train_tokenizer
 
     cfg = load_config("recipes/fr_en.yaml", ["tokenizer.vocab_size=60"])
     ds = load_pairs(text_spec(tmp_path, lines, lines), "train", "fr", "en")
     with pytest.raises(UserError, match=r"data.train: .*(every line is empty|hold no pairs)"):
-        train_tokenizer(cfg, ds, tmp_path / "cache")
+        train_tokenizer(cfg.tokenizer, ds, 1, tmp_path / "cache")
 
 
 @pytest.mark.slow

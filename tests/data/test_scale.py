@@ -39,7 +39,7 @@ cfg = load_config("recipes/fr_en.yaml", [
     f"out_dir={work}/run"])
 (work / "run").mkdir()
 from mt.runtime import Runtime
-task = TranslationTask(cfg, work / "run", Runtime(torch.device("cpu")), reuse_tokenizer=False)
+task = TranslationTask(cfg, Runtime(torch.device("cpu")), tokenizer_from=None)
 pairs, tokens, batches = 0, 0, task.train_batches()
 while True:
     batch = next(batches)

@@ -28,8 +28,8 @@ from mt.training.stopping import StopFlag, StopPolicy
 
 def policy_for(tc: TrainConfig, state: RunState, batches_per_epoch: int | None = None) -> StopPolicy:
     epoch = None if batches_per_epoch is None else (lambda: batches_per_epoch)
-    planner = Planner(tc, World(), torch.device("cpu"), state, epoch)
-    return StopPolicy(tc, World(), torch.device("cpu"), StopFlag(), planner)
+    planner = Planner(tc, World(), state, epoch)
+    return StopPolicy(tc, World(), StopFlag(), planner)
 
 
 def planned(tc: TrainConfig, batches_per_epoch: int | None = None) -> tuple[RunState, StopPolicy]:
