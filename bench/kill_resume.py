@@ -61,7 +61,7 @@ def task_args(task: str, folder: Path) -> list[str]:
             "model.n_layer=1",
             "data.block_size=16",
             "train.batch_size=8",
-            "train.max_steps=60",
+            "train.max_steps=40",
             "train.eval_every=3",
             "train.eval_batches=4",
         ]
@@ -95,7 +95,7 @@ def task_args(task: str, folder: Path) -> list[str]:
         "model.d_ff=32",
         "data.max_tokens=200",
         "data.max_len=40",
-        "train.max_steps=100",
+        "train.max_steps=48",
         "train.eval_every=4",
     ]
 

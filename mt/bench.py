@@ -325,7 +325,7 @@ def main(argv=None):
     if args.compile:
         training += [measure_training(s(on_gpu), device, args.precision, steps, compiled=True) for s in settings]
     decode_setting = transformer_setting(False)  # the CPU-sized model decodes everywhere
-    sentences, batch_sizes = (8, [1, 8]) if args.quick else (64, [1, 8, 64])
+    sentences, batch_sizes = (4, [1, 4]) if args.quick else (64, [1, 8, 64])
     decoding = measure_decoding(decode_setting, device, args.precision, sentences, batch_sizes, src_len=16)
     quality = (
         [] if args.no_quality else [measure_quality(*run) for run in quality_runs(on_gpu, args.quick, args.precision)]

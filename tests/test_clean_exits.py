@@ -190,11 +190,11 @@ def test_two_processes_end_cleanly_on_every_path(path, toy_text_corpus, tmp_path
 @pytest.mark.slow
 def test_stress_check_counts_clean_two_process_runs():
     result = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "clean_exits.py"), "--runs", "2", "--seed", "1"],
+        [sys.executable, str(REPO / "bench" / "clean_exits.py"), "--runs", "1", "--seed", "1"],
         capture_output=True,
         text=True,
         timeout=600,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
-    assert "2 of 2 two-process runs ended cleanly" in result.stdout
+    assert "1 of 1 two-process runs ended cleanly" in result.stdout

@@ -168,7 +168,7 @@ def test_small_model_learns_to_reverse_sequences():
     model = Transformer(
         vocab_size=14, max_len=12, enc_layers=2, dec_layers=2, n_head=4, d_model=64, d_ff=128, dropout=0.0, bias=True
     )
-    opt = torch.optim.AdamW(model.parameters(), lr=2e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
 
     def sample(n):
         lengths = torch.randint(3, 9, (n,))
@@ -176,7 +176,7 @@ def test_small_model_learns_to_reverse_sequences():
         return rows, [r[::-1] for r in rows]
 
     model.train()
-    for _ in range(700):
+    for _ in range(400):  # 0.995 exact here
         src, tgt = sample(64)
         batch = collate(src, tgt)
         loss = token_loss(model(batch["src"], batch["tgt_in"]), batch["tgt_out"])

@@ -14,8 +14,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "kill_resume.py"
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "task, processes, budget",
-    [
-        ("lm", 1, None),
+    [  # a plain one-process language model is the budgeted run's path before its plan
         ("sampling", 1, None),
         ("lm", 2, None),
         ("lm", 1, "0.05"),
