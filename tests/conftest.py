@@ -67,7 +67,7 @@ def run_dir(tmp_path_factory):
             f"data.train=[{spec}]",
             f"data.valid={spec}",
             f"data.test={spec}",
-            "train.max_steps=200",  # chrF 100 on its own test set
+            "train.max_steps=200",  # enough to translate its own test set near perfectly (chrF > 90 below)
             "train.eval_every=200",
             f"out_dir={tmp / 'run'}",
         ]
