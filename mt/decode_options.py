@@ -27,6 +27,7 @@ class DecodeOptions:
     max_len: int | None = None  # most output tokens; null: twice the source plus 10
     n_best: int = 1  # hypotheses returned per input (at most beam)
     scoring: Literal["gnmt", "marian"] = "gnmt"  # gnmt: mt's recipes; marian: as transformers scores (imports)
+    renormalize: bool | None = None  # softmax over the producible tokens only; null: as scoring says (gnmt yes)
 
     def __post_init__(self):
         _check(self)
@@ -34,6 +35,12 @@ class DecodeOptions:
     @property
     def sampling(self) -> bool:
         return self.temperature > 0
+
+    @property
+    def whole_vocabulary(self) -> bool:
+        """Whether log-probabilities come from a softmax over the whole vocabulary, the tokens never
+        produced banned after it (transformers without renormalize_logits), rather than before it."""
+        return self.scoring == "marian" if self.renormalize is None else not self.renormalize
 
     @property
     def name(self) -> str:
@@ -81,6 +88,8 @@ def _check(o: DecodeOptions) -> None:
         raise UserError(f"sampling (temperature {o.temperature}) picks one token at a time: use beam 1, not {o.beam}")
     if (o.top_k is not None or o.top_p is not None) and not o.sampling:
         raise UserError("top_k and top_p restrict sampling: give a temperature > 0 too")
+    if o.renormalize is not None and not isinstance(o.renormalize, bool):
+        raise UserError(f"renormalize must be true, false or null, got {o.renormalize!r}")
     if o.scoring not in ("gnmt", "marian"):
         raise UserError(f"scoring must be 'gnmt' or 'marian', got {o.scoring!r}")
     if not 1 <= o.n_best <= o.beam:

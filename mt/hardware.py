@@ -95,10 +95,30 @@ def cpu_flags() -> set[str]:
     return set((_cpuinfo("flags") or "").split())
 
 
+def kernels_capped_below_avx512() -> bool:
+    """Whether the environment keeps PyTorch's or oneDNN's kernels below AVX-512
+    (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2, ...): then the bf16 units go unused."""
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "ALL")).upper()
+    return not torch.backends.cpu.get_cpu_capability().startswith("AVX512") or not (
+        isa == "ALL" or isa.startswith(("AVX512", "AVX10"))
+    )
+
+
+INT8_DOT_PRODUCTS = {"avx512_vnni", "avx_vnni", "amx_int8"}  # CPU flags of exact int8 multiply-adds
+_BELOW_VNNI = {"SSE41", "AVX", "AVX2", "AVX512_CORE"}  # oneDNN ISA caps that leave them out
+
+
+def cpu_has_int8_dot_products() -> bool:
+    """Whether oneDNN may multiply int8 exactly here: the CPU has VNNI or AMX int8 and no
+    ONEDNN_MAX_CPU_ISA keeps oneDNN below them (it then sums int8 products in 16 bits, which saturate)."""
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "ALL")).upper()
+    return bool(cpu_flags() & INT8_DOT_PRODUCTS) and isa not in _BELOW_VNNI
+
+
 def cpu_has_bf16() -> bool:
-    """Whether the CPU multiplies bf16 natively (AMX tiles or AVX-512 BF16 dot products). Elsewhere
-    bf16 is emulated and slower than fp32."""
-    return bool(cpu_flags() & {"amx_bf16", "avx512_bf16"})
+    """Whether the CPU multiplies bf16 natively (AMX tiles or AVX-512 BF16 dot products) and the
+    kernels may use it. Elsewhere bf16 is emulated and slower than fp32."""
+    return bool(cpu_flags() & {"amx_bf16", "avx512_bf16"}) and not kernels_capped_below_avx512()
 
 
 def uses_bf16(device: torch.device, precision: str) -> bool:
@@ -117,6 +137,8 @@ def describe(device: torch.device) -> str:
     units = (
         " with AMX" if "amx_bf16" in flags else " with AVX-512 BF16" if "avx512_bf16" in flags else ", no bf16 units"
     )
+    if kernels_capped_below_avx512() and "no bf16" not in units:
+        units += f" (kernels capped at {torch.backends.cpu.get_cpu_capability()}: unused)"
     malloc = ", tcmalloc" if allocator.active() == "tcmalloc" else ""
     return f"{name}{units}, {torch.get_num_threads()} threads{malloc}"
 

@@ -13,7 +13,7 @@ import socket
 
 from mt import __version__
 from mt.errors import UserError, cli_entry, require_extra
-from mt.flags import add_model_args
+from mt.flags import add_model_args, add_scoring_arg
 from mt.serving.app import create_app
 from mt.serving.requests import FLAGS, Limits
 
@@ -38,6 +38,7 @@ def parse_args(argv):
         p.add_argument(flag, type=int, default=getattr(Limits, field), help=helps[field])
     p.add_argument("--timeout", type=float, default=Limits.timeout_s, help="seconds a request may take")
     add_model_args(p)
+    add_scoring_arg(p)
     return p.parse_args(argv)
 
 

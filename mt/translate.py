@@ -113,11 +113,7 @@ def main(argv=None):
     if fmt == "text" and not (args.alignment or args.attention):  # whole documents: one line out per line in
         done = translate_lines(translator, lines, options, args.batch_size, split=not args.no_split)
         if done.long_sentences:
-            print(
-                f"{done.long_sentences} of {done.sentences} sentences were longer than the model takes "
-                f"({translator.max_src_tokens} tokens) and were translated in pieces cut at clauses",
-                file=sys.stderr,
-            )
+            print(done.long_note(translator.max_src_tokens), file=sys.stderr)
         write(args, "".join(line.replace("\n", " ") + "\n" for line in done.lines))
         return
     found = translator.translate(lines, options, batch_size=args.batch_size, hypotheses=True)

@@ -171,18 +171,49 @@ def run_config(config: dict, languages: tuple[str, str], vocab_size: int, out: P
     )
 
 
+# generate() settings mt's search does not follow, at transformers' defaults (a checkpoint that sets
+# another value is told so); the others are followed: num_beams, length_penalty, max_length,
+# max_new_tokens, renormalize_logits, and <pad> banned and </s> forced at the end, which mt always does.
+NOT_FOLLOWED = {
+    "early_stopping": False,  # mt's marian scoring stops as transformers does with this False
+    "min_length": 0,
+    "min_new_tokens": None,
+    "no_repeat_ngram_size": 0,
+    "encoder_no_repeat_ngram_size": 0,
+    "repetition_penalty": 1.0,
+    "do_sample": False,
+    "num_beam_groups": 1,
+    "diversity_penalty": 0.0,
+    "num_return_sequences": 1,
+    "exponential_decay_length_penalty": None,
+    "forced_bos_token_id": None,
+    "suppress_tokens": None,
+    "begin_suppress_tokens": None,
+}
+
+
 def decode_defaults(config: dict) -> DecodeOptions:
     """The decoding `generate()` does with the checkpoint's own settings (generation_config.json over
     config.json): its beam, length penalty and output cap, scored as transformers scores. Its
-    max_length counts the decoder's start token, ours neither it nor <END>."""
+    max_length counts the decoder's start token and </s>, max_new_tokens </s>, mt's max_len neither."""
     beam = int(config.get("num_beams") or 1)
     max_length = int(config.get("max_length") or 20)  # transformers' own default
+    max_new = config.get("max_new_tokens")
     return DecodeOptions(
         beam=beam,
         length_penalty=float(config.get("length_penalty", 1.0)),
-        max_len=max(1, max_length - 2),
+        max_len=max(1, int(max_new) - 1 if max_new else max_length - 2),
         scoring="marian",
+        renormalize=True if config.get("renormalize_logits") else None,  # None: transformers' default, False
     )
+
+
+def settings_not_followed(config: dict) -> list[str]:
+    """The generation settings a checkpoint sets that mt's decoding does not follow, as `name=value`."""
+    out = [f"{k}={config[k]!r}" for k, default in NOT_FOLLOWED.items() if config.get(k, default) != default]
+    if [config.get("pad_token_id")] not in (config.get("bad_words_ids") or [[config.get("pad_token_id")]]):
+        out.append("bad_words_ids (other than <pad>)")
+    return out
 
 
 def _first(state: dict, *names: str) -> torch.Tensor:
@@ -265,6 +296,8 @@ def import_marian(source: str, out: str | Path | None = None, languages: tuple[s
     print(model_card(source, cfg, model, tokenizer.vocab_size), file=sys.stderr)
     if [config["pad_token_id"]] not in (config["generation"].get("bad_words_ids") or []):
         print("note: its generation config lets <pad> be produced; mt never produces it", file=sys.stderr)
+    if ignored := settings_not_followed(config["generation"]):
+        print(f"note: mt's decoding does not follow these generation settings: {', '.join(ignored)}", file=sys.stderr)
     return out
 
 

@@ -11,6 +11,7 @@ ctranslate2 --model DIR` needs nothing else. ctranslate2 is an optional extra: p
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import torch
@@ -130,6 +131,7 @@ class CTranslate2Translator:
         self.tokenizer = load_tokenizer(model_dir)
         self.options: DecodeOptions = self.cfg.decode
         self.max_src_tokens = positions(self.cfg) - 1  # room for the source's <END>
+        self.said: set[str] = set()  # the notes printed, each once
         threads = threads or torch.get_num_threads()
         self.engine = ctranslate2.Translator(
             str(model_dir),
@@ -150,6 +152,7 @@ class CTranslate2Translator:
         from mt.inference.search import Hypothesis
 
         o = (options or self.options).replace(**changes)
+        self._say_what_is_not_followed(o)
         if o.sampling:
             import ctranslate2
 
@@ -177,3 +180,19 @@ class CTranslate2Translator:
                 for h, s in zip(r.hypotheses, r.scores)
             ]
         return found if hypotheses else [h[0].text for h in found]
+
+    def _say_what_is_not_followed(self, o: DecodeOptions) -> None:
+        """One line, once, for each decoding option CTranslate2's search has no equivalent of: it
+        ranks beams by log-probability / length ** length_penalty (decode.scoring marian's form)."""
+        notes = []
+        if o.beam > 1 and o.scoring != "marian":
+            notes.append(
+                f"decode.scoring {o.scoring} is not followed: CTranslate2 ranks beams by log-probability / "
+                "length ** length_penalty and stops its own way (--engine mt follows it)"
+            )
+        if o.renormalize is not None:
+            notes.append("decode.renormalize is not followed: CTranslate2 normalises scores its own way")
+        for note in notes:
+            if note not in self.said:
+                print(f"note: {note}", file=sys.stderr)
+                self.said.add(note)

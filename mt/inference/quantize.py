@@ -5,8 +5,8 @@ import warnings
 import torch
 import torch.nn as nn
 
+from mt import hardware
 from mt.errors import UserError
-from mt.hardware import cpu_flags
 
 
 def _linear_of(weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Linear:
@@ -29,7 +29,6 @@ def _split_cross_projections(model: nn.Module) -> None:
 # On CPUs with AMX int8 tiles, oneDNN's int8 kernels beat fbgemm's from about this much work a call
 # (rows x inputs x outputs) up; below it fbgemm is faster (docs/cpu.md).
 AMX_ONEDNN_FROM_MACS = 6_000_000
-INT8_DOT_PRODUCTS = {"avx512_vnni", "avx_vnni", "amx_int8"}  # CPU flags of exact int8 multiply-adds
 
 
 def _packed_for_onednn(packed):
@@ -85,10 +84,9 @@ def _onednn_where_faster(model: nn.Module) -> nn.Module:
     CPUs with AMX int8 tiles their large calls go to oneDNN too (AMX_ONEDNN_FROM_MACS). Only on CPUs
     with int8 dot products (VNNI, AMX): without them oneDNN sums the 8-bit products in 16 bits,
     which saturate (fbgemm takes 7 bits there)."""
-    flags = cpu_flags()
-    if "onednn" not in torch.backends.quantized.supported_engines or not flags & INT8_DOT_PRODUCTS:
+    if "onednn" not in torch.backends.quantized.supported_engines or not hardware.cpu_has_int8_dot_products():
         return model
-    amx = "amx_int8" in flags
+    amx = "amx_int8" in hardware.cpu_flags()
     for name, m in model.named_modules():
         if isinstance(m, Int8Linear) and name == "head":
             m.repack_for_onednn()

@@ -89,12 +89,12 @@ class Decoder:
     memory and the cross-attention caches hold each sentence once, whatever the number of beams."""
 
     def __init__(
-        self, models, src: torch.Tensor, steps: int, use_cache: bool = True, beams: int = 1, scoring: str = "gnmt"
+        self, models, src: torch.Tensor, steps: int, use_cache: bool = True, beams: int = 1, whole_vocabulary=False
     ):
         self.models = models if isinstance(models, (list, tuple)) else [models]
-        # marian: <START>, which is Marian's <pad>, stays in the softmax and is then banned, as
-        # transformers bans it after its log-softmax; gnmt: neither <pad> nor <START> is in it
-        self.start_in_softmax = scoring == "marian"
+        # whole_vocabulary: <START>, which is Marian's <pad>, stays in the softmax and is then banned,
+        # as transformers bans it after its log-softmax; else neither <pad> nor <START> is in it
+        self.start_in_softmax = whole_vocabulary
         self.memories, self.masks, self.caches = [], [], []
         for model in self.models:
             memory, mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
@@ -247,7 +247,7 @@ def _moves(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
 
 @torch.no_grad()
 def target_logprobs(
-    models, src: torch.Tensor, targets: list[list[int]], scoring: str = "gnmt"
+    models, src: torch.Tensor, targets: list[list[int]], whole_vocabulary: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Forced decoding: the log-probability of each given target (ids without <END>; <END> is
     scored too) under the model(s), as (B,) totals and (B,) token counts. The same numbers the
@@ -259,7 +259,7 @@ def target_logprobs(
         tgt_in[j, : len(ids) + 1] = torch.tensor([START] + ids)
         tgt_out[j, : len(ids) + 1] = torch.tensor(ids + [END])
     tgt_in, tgt_out = tgt_in.to(src.device), tgt_out.to(src.device)
-    logp = Decoder(models, src, width, use_cache=False, scoring=scoring).step(tgt_in, last_only=False)  # (B, T, V)
+    logp = Decoder(models, src, width, use_cache=False, whole_vocabulary=whole_vocabulary).step(tgt_in, last_only=False)
     picked = logp.gather(2, tgt_out.clamp(min=0)[:, :, None]).squeeze(2)  # (B, T)
     keep = tgt_out != PAD
     return torch.where(keep, picked, 0.0).sum(dim=1), keep.sum(dim=1)
@@ -287,7 +287,7 @@ def greedy_or_sample(
     generator: torch.Generator | None = None,
     use_cache: bool = True,
     max_len: int | None = None,
-    scoring: str = "gnmt",
+    whole_vocabulary: bool = False,
 ) -> tuple[list[list[int]], torch.Tensor]:
     """Decode (B, S) sources one token at a time with the KV cache (use_cache=False re-runs the
     decoder over the whole prefix each step: only for measuring what the cache saves). Finished
@@ -295,7 +295,7 @@ def greedy_or_sample(
     log-probability under the model."""
     limits = output_limits(src, _max_positions(models), max_len)  # (B,)
     b, steps = src.size(0), int(limits.max())
-    state = Decoder(models, src, steps, use_cache, scoring=scoring)
+    state = Decoder(models, src, steps, use_cache, whole_vocabulary=whole_vocabulary)
     out = torch.full((b, steps), PAD, dtype=torch.long, device=src.device)
     score = torch.zeros(b, device=src.device)
     live = torch.arange(b, device=src.device)  # the original row of each row still decoding
@@ -378,16 +378,19 @@ def beam_search(
     max_len: int | None = None,
     n_best: int = 1,
     scoring: str = "gnmt",
+    whole_vocabulary: bool | None = None,
 ) -> tuple[list[list[list[int]]], torch.Tensor]:
     """Batched beam search: hypotheses ending among the `beam` best candidates finish, scored by
     log-probability / length penalty (`scoring`: `_length_penalty`). A sentence is done when the
     worst of its finished hypotheses it keeps beats every live beam at the current length: it keeps
     `n_best` (gnmt), or `beam` as transformers' beam search does (marian). Returns each sentence's
-    `n_best` ids (no <END>), best first, and (B, N) scores."""
+    `n_best` ids (no <END>), best first, and (B, N) scores. `whole_vocabulary`: as
+    DecodeOptions.whole_vocabulary (default: as `scoring` says)."""
     k, device, b = beam, src.device, src.size(0)
+    whole_vocabulary = scoring == "marian" if whole_vocabulary is None else whole_vocabulary
     limits = output_limits(src, _max_positions(models), max_len)  # (B,)
     steps = int(limits.max())
-    state = Decoder(models, src, steps, use_cache, scoring=scoring)  # one row a sentence until step 0 has run
+    state = Decoder(models, src, steps, use_cache, whole_vocabulary=whole_vocabulary)  # one row a sentence at step 0
     kept = k if scoring == "marian" else n_best
     result = _Finished(b, kept, steps, device)
     finished = _Finished(b, kept, steps, device)  # for the sentences still in the batch

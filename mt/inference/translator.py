@@ -152,11 +152,12 @@ class Translator:
         with self.runtime.autocast(training=False):  # autocast is per thread: set it here
             if o.beam > 1:
                 return beam_search(
-                    self.models, src, o.beam, o.length_penalty, use_cache, o.max_len, o.n_best, o.scoring
-                )
+                    self.models, src, o.beam, o.length_penalty, use_cache, o.max_len, o.n_best, o.scoring,
+                    o.whole_vocabulary,
+                )  # fmt: skip
             # greedy or sampling: the plain loop, without beam search's reordering
             best, score = greedy_or_sample(
-                self.models, src, o.temperature, o.top_k, o.top_p, generator, use_cache, o.max_len, o.scoring
+                self.models, src, o.temperature, o.top_k, o.top_p, generator, use_cache, o.max_len, o.whole_vocabulary
             )
             return [[x] for x in best], score[:, None]
 
@@ -170,7 +171,7 @@ class Translator:
         """Each target's log-probability given its source under the model(s) (forced decoding), with
         its token count (<END> included): [(total, tokens), ...] in input order. Normalised as the
         searches normalise under `scoring` (default: the run's decode.scoring)."""
-        scoring = scoring or self.options.scoring
+        whole_vocabulary = self.options.replace(scoring=scoring).whole_vocabulary
         if len(sources) != len(targets):
             raise UserError(f"{len(sources)} sources but {len(targets)} targets")
         encoded, wanted = self.encode(sources), self.tokenizer.encode_batch(targets, "tgt")
@@ -178,7 +179,7 @@ class Translator:
         for rows, src in self.batches(encoded, batch_size, skip_empty=False):
             tgt = [wanted[i][: self.max_src_tokens] for i in rows]
             with self.runtime.autocast(training=False):
-                totals, counts = target_logprobs(self.models, src, tgt, scoring)
+                totals, counts = target_logprobs(self.models, src, tgt, whole_vocabulary)
             for i, total, count in zip(rows, totals.tolist(), counts.tolist()):
                 out[i] = (total, count)
         return out

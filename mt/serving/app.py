@@ -14,7 +14,7 @@ from mt import __version__
 from mt.decode_options import FIELDS
 from mt.errors import UserError, require_extra
 from mt.flags import open_translator
-from mt.inference.documents import cut_for, join_lines
+from mt.inference.documents import cut_segmented, join_lines, lines_of, segment_lines, texts_of, token_counter
 from mt.serving.request_batcher import Batcher
 from mt.serving.requests import Limits, check_sizes, decode_body, parse_request
 
@@ -30,7 +30,10 @@ def _load_in_background(app, args) -> None:
 
     def load():
         try:
-            app.state.translator = open_translator(args)
+            translator = open_translator(args)
+            if getattr(args, "scoring", None):  # the server's default, over the run's decode section
+                translator.options = translator.options.replace(scoring=args.scoring)
+            app.state.translator = translator
         except UserError as e:
             app.state.load_error = str(e)
             print(f"error: {e}", flush=True)
@@ -108,11 +111,12 @@ async def answer(state, raw: bytes, limits: Limits):
     if isinstance(parsed[0], int):
         return _error(*parsed)
     texts, options, split = parsed
-    sentences, cuts, long = texts, None, 0  # n-best lists: one sentence a text, as given
-    if options.n_best == 1:
-        sentences, cuts, long = cut_for(state.translator, texts, split)
-        if split and (refused := check_sizes(sentences, limits)):
-            return _error(*refused)
+    prepared = texts, None, None, 0  # n-best lists: one sentence a text, as given (checked already)
+    if options.n_best == 1:  # segmenting and tokenizing take a while on long texts: off the event loop
+        prepared = await asyncio.to_thread(prepare, state.translator, texts, split, limits)
+        if isinstance(prepared[0], int):
+            return _error(*prepared)
+    sentences, cuts, counts, long = prepared
     start = time.perf_counter()
     try:
         found = await asyncio.wait_for(state.batcher.translate(sentences, options), limits.timeout_s)
@@ -120,14 +124,28 @@ async def answer(state, raw: bytes, limits: Limits):
         return _error(504, f"no answer within {limits.timeout_s:g} s (--timeout)")
     state.long_sentences += long
     best = [h[0].text for h in found]
+    if cuts is not None:
+        best = texts_of(join_lines(best, cuts, state.translator.cfg.data.tgt_lang), counts)
     result = {
-        "translations": join_lines(best, cuts) if cuts is not None else best,
+        "translations": best,
         "seconds": round(time.perf_counter() - start, 4),
         "options": dataclasses.asdict(options),
     }
     if options.n_best > 1:
         result["n_best"] = [[{"text": h.text, "score": round(h.score, 4)} for h in hyps] for hyps in found]
     return result
+
+
+def prepare(translator, texts: list[str], split: bool, limits: Limits) -> tuple:
+    """Texts made ready to translate: their lines (a text's line breaks are kept) cut into
+    sentences, the sentences checked against the limits, then cut to the model. Returns (pieces,
+    how to join them, lines per text, sentences cut), or (status, why) where a limit refuses them."""
+    lines, counts = lines_of(texts)
+    segmented = segment_lines(lines, translator.cfg.data.src_lang, split)
+    if refused := check_sizes([s for line in segmented for s in line.sentences], limits):
+        return refused
+    pieces, cuts, _ = cut_segmented(segmented, lines, translator.max_src_tokens, token_counter(translator))
+    return pieces, cuts, counts, sum(sum(n > 1 for n in cut.pieces) for cut in cuts)
 
 
 def model_info(t, args) -> dict:

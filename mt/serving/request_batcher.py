@@ -57,7 +57,8 @@ class Batcher:
         self.executor.shutdown(wait=True)
 
     async def translate(self, sentences: list[str], options: DecodeOptions):
-        tokens = sum(len(ids) + 1 for ids in self.translator.tokenizer.encode_batch(sentences))
+        encoded = await asyncio.to_thread(self.translator.tokenizer.encode_batch, sentences)  # off the event loop
+        tokens = sum(len(ids) + 1 for ids in encoded)
         job = Job(sentences, options, tokens, asyncio.get_running_loop().create_future())
         await self.queue.put(job)
         return await job.future

@@ -1,7 +1,8 @@
 """What a POST /translate body may hold, checked before any work is done: the texts, the decoding
 options and whether to cut the texts into sentences ("split", default true), or the HTTP status
 and the one-line reason it is refused. The size limits apply to what is translated: the sentences
-a text is cut into where it is split (`check_sizes`), the texts themselves where it is not."""
+a text is cut into (`check_sizes`, once segmented), each text's lines where it is not split. Before
+that, the texts' count and total size bound the work segmentation and tokenization can take."""
 
 from __future__ import annotations
 
@@ -81,8 +82,9 @@ def check_sizes(sentences: list[str], limits: Limits) -> tuple[int, str] | None:
 
 
 def parse_request(body, limits: Limits, defaults) -> tuple:
-    """(texts, options, split) from a request body, or (status, message) for a bad one. Texts that
-    will be split are checked for size once cut (`check_sizes`), here only against the body's."""
+    """(texts, options, split) from a request body, or (status, message) for a bad one. The
+    sentences are checked for size once segmented (`check_sizes`); here the texts' count and total
+    size are, and n-best texts, which are translated as given."""
     if not isinstance(body, dict) or "text" not in body:
         return 422, 'the body must be a JSON object with "text": a string or a list of strings'
     text = body["text"]
@@ -92,10 +94,16 @@ def parse_request(body, limits: Limits, defaults) -> tuple:
     split = body.get("split", True)
     if not isinstance(split, bool):
         return 422, f'"split" must be true or false, got {split!r}'
-    split = split and not (isinstance(body.get("n_best"), int) and body["n_best"] > 1)  # n-best: one sentence each
-    if len(sentences) > limits.max_sentences or not split:
+    n_best = isinstance(body.get("n_best"), int) and body["n_best"] > 1  # n-best: one sentence a text, as given
+    if len(sentences) > limits.max_sentences or n_best:
         if refused := check_sizes(sentences, limits):
             return refused
+    if (chars := sum(map(len, sentences))) > limits.max_sentences * (limits.max_chars + 1):  # bounds the work
+        return 413, (
+            f"the texts hold {chars:,} characters; the limit is {limits.max_sentences * (limits.max_chars + 1):,} "
+            "(--max-sentences sentences of --max-chars)"
+        )
+    split = split and not n_best
     ceilings = {
         "beam": (limits.max_beam, "--max-beam"),
         "n_best": (limits.max_beam, "--max-beam"),

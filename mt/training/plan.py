@@ -45,6 +45,15 @@ class Plan:
         anchor = saved.get("anchor")
         return cls(**{**saved, "anchor": tuple(anchor) if anchor else None})
 
+    @classmethod
+    def from_checkpoint(cls, ckpt: dict) -> Plan | None:
+        """The plan a checkpoint holds, if any: one "plan" entry, or in a run saved before the
+        plan was one object, the four entries it was then (which older runs still carry)."""
+        if "plan" in ckpt or ckpt.get("planned_steps") is None:
+            return cls.from_dict(ckpt.get("plan"))
+        old = ("planned_steps", "plan_anchor", "grad_accum", "dropout")
+        return cls.from_dict(dict(zip(("steps", "anchor", "grad_accum", "dropout"), (ckpt.get(k) for k in old))))
+
 
 def expected_last_step(step: int, pace_s: float | None, seconds_left: float, max_steps: int) -> int:
     """The step training will stop at before a plan exists, for the progress bar: max_steps, or

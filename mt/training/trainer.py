@@ -135,7 +135,7 @@ def _build_run(cfg: Config, world: distributed.World, runtime: Runtime, resume: 
     model.load_state_dict(ckpt["model"])
     optimizer.load_state_dict(ckpt["optimizer"])
     task.load_state_dict(ckpt["task"])
-    plan = Plan.from_dict(ckpt.get("plan"))  # absent where no budget was planned
+    plan = Plan.from_checkpoint(ckpt)  # absent where no budget was planned
     return task, model, optimizer, RunState(ckpt["step"], ckpt["elapsed_s"], ckpt["best"], ckpt["bad_evals"], plan)
 
 

@@ -138,6 +138,29 @@ def test_bf16_autocast_keeps_the_loss_near_fp32():
         assert abs(a.item() - b.item()) < 1e-2 * a.item(), (a.item(), b.item())
 
 
+@pytest.mark.parametrize(
+    "env, native",
+    [
+        ({}, True),
+        ({"ONEDNN_MAX_CPU_ISA": "AVX2"}, False),  # oneDNN kept below AVX-512: its bf16 matmuls are emulated
+        ({"ONEDNN_MAX_CPU_ISA": "avx512_core_amx"}, True),
+    ],
+)
+def test_bf16_units_count_only_where_the_kernels_may_use_them(monkeypatch, env, native):
+    """A CPU's bf16 units train in bf16 under precision auto only where neither PyTorch's nor oneDNN's
+    kernels are capped below AVX-512; with ATEN_CPU_CAPABILITY=avx2 PyTorch's own report says so."""
+    from mt import hardware
+
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"avx512f", "avx512_bf16"})
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert hardware.cpu_has_bf16() is native and uses_bf16(torch.device("cpu"), "auto") is native
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert not hardware.cpu_has_bf16()
+
+
 def test_bf16_training_step_on_cpu_keeps_gradients_near_fp32():
     """train.precision=bf16 on CPU: matmuls and short-sequence attention in bf16 (mt.model._sdpa);
     one step's gradients point where the fp32 ones do."""

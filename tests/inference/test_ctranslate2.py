@@ -29,6 +29,7 @@ def test_exported_model_gives_mts_greedy_outputs(run_dir, tmp_path):
     theirs = cli("mt.translate", "--engine", "ctranslate2", "--model", str(out), "--greedy", *src)
     assert theirs.returncode == 0, theirs.stderr
     assert len(src) >= 30 and theirs.stdout.splitlines() == ours.stdout.splitlines()
+    assert "note:" not in theirs.stderr  # greedy search: nothing it does not follow
     again = cli("mt.export", "--model", str(run_dir), "--out", str(out))
     assert again.returncode == 2 and "not empty" in again.stderr
 
@@ -39,6 +40,7 @@ def test_int8_export_translates_and_evaluates(run_dir, tmp_path):
     scored = cli("mt.evaluate", "--engine", "ctranslate2", "--model", str(out), "--beam", "2", "--json")
     assert scored.returncode == 0, scored.stderr
     assert '"decoding": "ctranslate2-beam2"' in scored.stdout and '"sentences": 400' in scored.stdout
+    assert scored.stderr.count("note: decode.scoring gnmt is not followed") == 1  # the run's beams, said once
 
 
 def test_an_mt_run_directory_is_not_a_ctranslate2_model(run_dir):

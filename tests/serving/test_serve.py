@@ -312,3 +312,87 @@ def test_paragraphs_are_cut_into_sentences_and_a_long_one_is_translated_in_full(
     assert post(server, {"text": " ".join(["Le chat noir."] * 9)}).status_code == 413  # nine sentences
     refused = post(server, {"text": "x", "split": "yes"})
     assert refused.status_code == 422 and "split" in refused.json()["error"]
+
+
+def test_a_line_break_in_a_text_is_a_line_break_in_its_answer(server):
+    answer = post(server, {"text": ["le chat noir\nle chien blanc", "\n  \n", "  "], "beam": 1})
+    assert answer.status_code == 200, answer.text
+    first, blank, spaces = answer.json()["translations"]
+    one_by_one = post(server, {"text": ["le chat noir", "le chien blanc"], "beam": 1}).json()["translations"]
+    assert first == "\n".join(one_by_one) and blank == "\n  \n" and spaces == "  "
+
+
+class SlowTokenizer:
+    """Counts tokens by words, 20 ms a call: a tokenizer with real work to do."""
+
+    calls = 0
+
+    def encode(self, text):
+        SlowTokenizer.calls += 1
+        time.sleep(0.02)
+        return text.split()
+
+    def encode_batch(self, texts):
+        return [self.encode(t) for t in texts]
+
+
+def stub_state():
+    from types import SimpleNamespace
+
+    from mt.decode_options import DecodeOptions
+    from mt.inference.search import Hypothesis
+
+    async def translate(sentences, options):
+        return [[Hypothesis(s.upper(), 0.0, [])] for s in sentences]
+
+    translator = SimpleNamespace(
+        cfg=SimpleNamespace(data=SimpleNamespace(src_lang="fr", tgt_lang="en")),
+        max_src_tokens=100,
+        tokenizer=SlowTokenizer(),
+        options=DecodeOptions(),
+    )
+    return SimpleNamespace(translator=translator, batcher=SimpleNamespace(translate=translate), long_sentences=0)
+
+
+def test_sizes_are_checked_before_any_text_is_segmented_or_tokenized(monkeypatch):
+    import asyncio
+
+    from mt.serving import app
+    from mt.serving.requests import Limits
+
+    def no_segmenting(*args, **kwargs):
+        raise AssertionError("segmented before the sizes were checked")
+
+    monkeypatch.setattr(app, "segment_lines", no_segmenting)
+    limits = Limits(max_sentences=4, max_chars=50)
+    body = json.dumps({"text": ["Une phrase courte. " * 12] * 2}).encode()  # 2 texts, more than 4 x 51 characters
+    refused = asyncio.run(app.answer(stub_state(), body, limits))
+    assert refused.status_code == 413 and "--max-sentences" in json.loads(refused.body)["error"]
+
+
+def test_segmenting_and_tokenizing_leave_the_event_loop_free():
+    """A request's texts are cut and counted on a worker thread: the loop goes on answering meanwhile."""
+    import asyncio
+
+    from mt.serving import app
+    from mt.serving.requests import Limits
+
+    async def scenario():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.005)
+                ticks += 1
+
+        beat = asyncio.create_task(ticker())
+        body = json.dumps({"text": "Le chat dort. Le chien aboie. Il pleut. Il neige.", "split": True}).encode()
+        result = await app.answer(stub_state(), body, Limits())
+        beat.cancel()
+        return result, ticks
+
+    SlowTokenizer.calls = 0
+    result, ticks = asyncio.run(scenario())
+    assert result["translations"] == ["LE CHAT DORT. LE CHIEN ABOIE. IL PLEUT. IL NEIGE."]
+    assert SlowTokenizer.calls >= 4 and ticks >= SlowTokenizer.calls  # the loop ticked while the tokenizer worked

@@ -2,6 +2,7 @@
 made again, stops the run, resumes exactly, and adapts the run by the epochs it covers."""
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -14,7 +15,7 @@ from helpers import (
     run_train,
 )
 
-from mt.checkpoint import load_checkpoint
+from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.config import TrainConfig
 from mt.cpu.dropout import Dropout
 from mt.model import Attention, set_dropout
@@ -246,11 +247,24 @@ def test_a_run_that_slows_makes_its_plan_again_ends_in_its_budget_and_resumes_ex
         with pytest.raises(SystemExit):
             run_train(tmp_path / "resumed", *budget)
     assert load_checkpoint(tmp_path / "resumed" / "last.pt")["plan"]["steps"] == again
+    shutil.copytree(tmp_path / "resumed", tmp_path / "old")
+    saved_before_the_plan_was_one_entry(tmp_path / "old" / "last.pt")
     run_train(tmp_path / "resumed", *budget, "--resume")
     resumed = load_checkpoint(tmp_path / "resumed" / "last.pt")
     assert resumed["step"] == again and resumed["plan"] == straight["plan"]
-    for name, tensor in resumed["model"].items():
-        assert torch.equal(tensor, straight["model"][name]), name
+    assert_same_weights(resumed, straight)
+    run_train(tmp_path / "old", *budget, "--resume")  # an older run resumes with its plan too
+    old = load_checkpoint(tmp_path / "old" / "last.pt")
+    assert old["step"] == again and old["plan"] == straight["plan"]
+    assert_same_weights(old, straight)
+
+
+def saved_before_the_plan_was_one_entry(path):
+    """Rewrite a last.pt as runs saved it before the plan was one entry: four entries of their own."""
+    ckpt = load_checkpoint(path)
+    plan = ckpt.pop("plan")
+    old = ("planned_steps", "plan_anchor", "grad_accum", "dropout")
+    save_checkpoint(path, ckpt | dict(zip(old, (plan["steps"], plan["anchor"], plan["grad_accum"], plan["dropout"]))))
 
 
 def test_cosine_schedule_ends_at_the_planned_step():
