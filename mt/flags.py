@@ -47,8 +47,9 @@ def add_model_args(p: argparse.ArgumentParser, engines: bool = True) -> None:
         )
 
 
-def open_translator(args: argparse.Namespace):
-    """The translator the model flags name (see mt.inference.translator.load_translator)."""
+def open_translator(args: argparse.Namespace, models: list[str] | None = None):
+    """The translator the model flags name (see mt.inference.translator.load_translator), or the
+    one `models` name (a server's language pair) with the other flags."""
     if args.batch_size <= 0:
         raise UserError(f"--batch-size must be positive, got {args.batch_size}")
     processes, engine = getattr(args, "processes", 0), getattr(args, "engine", "mt")
@@ -57,7 +58,7 @@ def open_translator(args: argparse.Namespace):
     if processes and engine != "mt":
         raise UserError("--processes is for --engine mt; CTranslate2 decodes on threads of its own")
     translator = load_translator(
-        args.model or [DEFAULT_MODEL], engine, args.device, getattr(args, "quantize", None), args.precision
+        models or args.model or [DEFAULT_MODEL], engine, args.device, getattr(args, "quantize", None), args.precision
     )
     if processes:
         translator.start_processes(processes)

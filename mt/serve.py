@@ -1,8 +1,10 @@
-"""python -m mt.serve [--model DIR] [--host 127.0.0.1] [--port 8000] [--engine mt|ctranslate2]
+"""python -m mt.serve [--model DIR | --pair DIR --pair DIR ...] [--host 127.0.0.1] [--port 8000]
 
-A translation server (FastAPI on uvicorn, the `serve` extra): a web page at /, POST /translate,
-GET /health and GET /info. Concurrent requests are batched together (see mt/serving/). It binds
-to loopback unless --host says otherwise; Ctrl-C or SIGTERM finishes the requests in flight, then exits.
+A translation server (FastAPI on uvicorn, the `serve` extra): a web page at /, mt's API (POST
+/translate, POST /translate_file, GET /health, GET /info) and LibreTranslate's (POST /translate,
+/detect, /translate_file; GET /languages, /frontend/settings), over one or several language pairs.
+Concurrent requests are batched per model (see mt/serving/). It binds to loopback unless --host
+says otherwise; Ctrl-C or SIGTERM finishes the requests in flight, then exits.
 
     curl -s localhost:8000/translate -H 'content-type: application/json' -d '{"text": "bonjour", "beam": 1}'
 """
@@ -33,11 +35,20 @@ def parse_args(argv):
         "max_depth": "nesting of a JSON body at most",
         "max_beam": "beam size (and n-best) a request may ask for at most",
         "max_output_len": "max_len a request may ask for at most",
+        "max_file_bytes": "bytes of an uploaded file at most",
+        "max_document_chars": "characters of text in a document (a file, or a page in a request) at most",
     }
     for field, flag in FLAGS.items():
         p.add_argument(flag, type=int, default=getattr(Limits, field), help=helps[field])
     p.add_argument("--timeout", type=float, default=Limits.timeout_s, help="seconds a request may take")
     add_model_args(p)
+    p.add_argument(
+        "--pair",
+        action="append",
+        metavar="DIR[,DIR...]",
+        help="one more language pair: a run directory (several joined by commas: an ensemble); give it once "
+        "per pair, e.g. --pair runs/fr_en --pair runs/en_fr. Requests choose by source and target",
+    )
     add_scoring_arg(p)
     return p.parse_args(argv)
 

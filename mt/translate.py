@@ -3,6 +3,8 @@
 Translates the positional texts, else the lines of --input or of standard input: exactly one
 output line per input line, in order. A line may hold a paragraph: it is cut into sentences, which
 are translated and joined back (mt/inference/documents.py; --no-split translates each line whole).
+A web page, Markdown, subtitles, a Word file or an EPUB (by --input's extension, or --input-format)
+is translated whole with its markup kept (mt/formats/), into --output.
 --n-best N prints N scored hypotheses per input (TSV, or JSON lines with --format jsonl);
 --alignment appends word alignments; --attention FILE.png draws the cross-attention of one
 sentence: these work on one sentence a line. The Python API is `Translator.load(run_dir).translate([...])`.
@@ -18,8 +20,10 @@ from pathlib import Path
 from mt.errors import UserError, cli_entry
 from mt.files import atomic_write, output_file, read_lines, split_lines
 from mt.flags import add_decoding_args, add_model_args, from_args, open_translator
+from mt.formats import BINARY, EXTENSIONS, FORMATS, check_kind
 from mt.inference.attention_maps import cross_attention, save_heatmap, word_alignment
 from mt.inference.documents import translate_lines
+from mt.inference.formatted import translate_formatted
 from mt.inference.translator import Translator
 
 __all__ = ["Translator", "main"]  # Translator lives in mt.inference.translator; importing it from here still works
@@ -36,6 +40,12 @@ def parse_args(argv):
         "--format jsonl, --alignment and --attention always do)",
     )
     p.add_argument("--output", help="write translations here instead of standard output")
+    p.add_argument(
+        "--input-format",
+        choices=FORMATS,
+        help="the input's format, and so the output's, with its markup kept (default: from --input's extension: "
+        ".html .xhtml .md .srt .docx .epub; else text, one line in, one line out)",
+    )
     p.add_argument(
         "--format",
         choices=["text", "tsv", "jsonl"],
@@ -104,14 +114,21 @@ def main(argv=None):
     for flag, path in (("--output", args.output), ("--attention", args.attention)):
         if path:
             output_file(path, flag)  # before the work, which a typo in a folder's name would waste
+    fmt = document_format(args)
+    document = read_document(args, fmt) if fmt != "text" else None  # read and checked before the model loads
     translator = open_translator(args)
     options = from_args(args, translator.options)
+    if document is not None:
+        translate_document(args, translator, options, fmt, document)
+        return
     lines = read_input(args)
     if args.attention and len(lines) != 1:
         raise UserError(f"--attention draws one sentence; {len(lines)} were given")
     fmt = args.format or ("tsv" if options.n_best > 1 else "text")
     if fmt == "text" and not (args.alignment or args.attention):  # whole documents: one line out per line in
-        done = translate_lines(translator, lines, options, args.batch_size, split=not args.no_split)
+        done = translate_lines(
+            translator, lines, options, args.batch_size, split=not args.no_split, progress=bool(args.output)
+        )
         if done.long_sentences:
             print(done.long_note(translator.max_src_tokens), file=sys.stderr)
         write(args, "".join(line.replace("\n", " ") + "\n" for line in done.lines))
@@ -127,6 +144,56 @@ def main(argv=None):
             save_heatmap(*maps[0], args.attention, title=f"{lines[0]}\n→ {found[0][0].text}")
             print(f"attention heatmap in {args.attention}", file=sys.stderr)
     write(args, format_lines(lines, found, fmt, alignments))
+
+
+def document_format(args) -> str:
+    """The input's format: --input-format, else --input's extension (text where it names none of the
+    formats: news.fr is text). A formatted document is translated whole, with its markup."""
+    fmt = args.input_format or (EXTENSIONS.get(Path(args.input).suffix.lower(), "text") if args.input else "text")
+    if fmt != "text":
+        asked = [
+            flag
+            for flag, on in (
+                ("--n-best", args.n_best and args.n_best > 1),
+                ("--format", args.format),
+                ("--alignment", args.alignment),
+                ("--attention", args.attention),
+            )
+            if on
+        ]
+        if asked:
+            raise UserError(f"{', '.join(asked)} take plain text, not a {fmt} document")
+        if fmt in BINARY and not args.output:
+            raise UserError(f"a .{fmt} document is written to a file: give --output")
+        if fmt in BINARY and args.text:
+            raise UserError(f"a .{fmt} document is read from a file: give --input")
+    return fmt
+
+
+def read_document(args, fmt: str) -> bytes:
+    """The document's bytes (--input, the texts given, or standard input), checked to be what its
+    format says before any model is loaded."""
+    if args.input:
+        path = Path(args.input)
+        if not path.is_file():
+            raise UserError(f"--input {args.input}: no such file")
+        data = path.read_bytes()
+    else:
+        data = "\n".join(args.text).encode() if args.text else sys.stdin.buffer.read()
+    check_kind(data, fmt, args.input or "the input")
+    return data
+
+
+def translate_document(args, translator, options, fmt: str, data: bytes) -> None:
+    """A document in a format, translated whole with its markup, to --output or standard output."""
+    out = translate_formatted(
+        translator, data, fmt, options, batch_size=args.batch_size, split=not args.no_split,
+        progress=bool(args.output), name=args.input or "the input",
+    )  # fmt: skip
+    if args.output:
+        atomic_write(Path(args.output), lambda tmp: Path(tmp).write_bytes(out))
+    else:
+        sys.stdout.write(out.decode("utf-8") + ("" if out.endswith(b"\n") else "\n"))
 
 
 def write(args, text: str) -> None:

@@ -4,6 +4,7 @@ repeat. No test file imports another; they all take what they share from here.""
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -184,3 +185,27 @@ def interrupt_and_resume(run_dir, budget: list[str], monkeypatch, after_batches:
 def assert_same_weights(a: dict, b: dict) -> None:
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
+
+
+class Upper:
+    """A stand-in translator for the format tests: it "translates" a sentence by upper-casing it,
+    word for word (so markup placed by position lands on the same words), and records what reached
+    it, so that what goes through the model and where the markup comes back can be read."""
+
+    max_src_tokens = 100
+
+    def __init__(self, tgt_lang: str = "en"):
+        from types import SimpleNamespace
+
+        self.cfg = SimpleNamespace(data=SimpleNamespace(src_lang="fr", tgt_lang=tgt_lang))
+        tokens = re.compile(r"\w+|[^\w\s]").findall  # words and punctuation marks, as subword models split them
+        self.tokenizer = SimpleNamespace(encode=tokens, split=lambda texts, side="src": [tokens(t) for t in texts])
+        self.options = None
+        self.seen: list[str] = []
+
+    def translate(self, sentences, options=None, batch_size=64, hypotheses=False, **changes):
+        from mt.inference.search import Hypothesis
+
+        self.seen += sentences
+        found = [[Hypothesis(s.upper(), 0.0, [], self.tokenizer.split([s.upper()])[0])] for s in sentences]
+        return found if hypotheses else [h[0].text for h in found]

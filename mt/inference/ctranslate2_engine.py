@@ -147,6 +147,7 @@ class CTranslate2Translator:
         *,
         batch_size: int = 64,
         hypotheses: bool = False,
+        progress=None,
         **changes,
     ):
         from mt.inference.search import Hypothesis
@@ -179,6 +180,8 @@ class CTranslate2Translator:
                 Hypothesis(self.tokenizer.join(h), s, [self.tokenizer.piece_id(p) for p in h], h)
                 for h, s in zip(r.hypotheses, r.scores)
             ]
+        if progress:
+            progress(len(sentences))
         return found if hypotheses else [h[0].text for h in found]
 
     def _say_what_is_not_followed(self, o: DecodeOptions) -> None:

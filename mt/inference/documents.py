@@ -16,6 +16,7 @@ and piece of it. Each piece's place in its line is kept (`Cut.offsets`), for mar
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from dataclasses import dataclass, field
@@ -125,6 +126,9 @@ def _clauses(sentence: str, fits, pack) -> list[str]:
 def _locate(piece: str, line: str, start: int) -> tuple[int, int]:
     """Where `piece` lies in `line` from `start`: the segmenter and the cut may have changed its
     whitespace, never its other characters."""
+    at = line.find(piece, start)  # as it stands, nearly always: no pattern to build
+    if at >= 0:
+        return at, at + len(piece)
     found = re.compile(r"\s+".join(re.escape(word) for word in piece.split())).search(line, start)
     return (found.start(), found.end()) if found else (start, min(len(line), start + len(piece)))
 
@@ -211,11 +215,27 @@ def cut_for(translator, lines: list[str], split: bool = True) -> tuple[list[str]
     return cut_lines(lines, translator.cfg.data.src_lang, translator.max_src_tokens, token_counter(translator), split)
 
 
-def translate_lines(translator, lines: list[str], options, batch_size: int = 64, split: bool = True) -> DocumentResult:
+@contextlib.contextmanager
+def progress_bar(sentences: int, shown: bool):
+    """A bar over `sentences` as they are translated (nothing where not `shown`): yields the
+    function a translator tells each batch's count to."""
+    if not shown or not sentences:
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=sentences, unit="sentence", desc="translating", leave=False) as bar:
+        yield bar.update
+
+
+def translate_lines(
+    translator, lines: list[str], options, batch_size: int = 64, split: bool = True, progress: bool = False
+) -> DocumentResult:
     """Translate `lines` of text as documents: see the module notes. `split` off translates each
-    line as one sentence (still cut where it is longer than the model takes)."""
+    line as one sentence (still cut where it is longer than the model takes); `progress` shows a bar."""
     pieces, cuts, long_lines = cut_for(translator, lines, split)
-    translations = translator.translate(pieces, options, batch_size=batch_size) if pieces else []
+    with progress_bar(len(pieces), progress) as tell:
+        translations = translator.translate(pieces, options, batch_size=batch_size, progress=tell) if pieces else []
     joined = join_lines(translations, cuts, translator.cfg.data.tgt_lang)
     long = sum(sum(n > 1 for n in cut.pieces) for cut in cuts)
     return DocumentResult(joined, sum(len(c.pieces) for c in cuts), long, long_lines)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -104,6 +104,7 @@ class Translator:
         warn_truncated: bool = True,
         hypotheses: bool = False,
         workers: int | None = None,
+        progress: Callable[[int], None] | None = None,
         **changes,
     ) -> list[str] | list[list[Hypothesis]]:
         """Translate `sentences` with `options` (default: the recipe's decode section), changed by
@@ -111,14 +112,15 @@ class Translator:
         sentence, or with hypotheses=True each sentence's n_best Hypothesis objects, best first.
         Batches are decoded `workers` at a time (default on a CPU: one per intra-op thread; sampling
         decodes one batch at a time, so that a seed gives the same samples: mt/cpu/workers.py),
-        or after `start_processes` in those processes."""
+        or after `start_processes` in those processes. `progress` is told how many sentences each
+        batch held as it is done (a progress bar's update)."""
         o = (options or self.options).replace(**changes)
         if batch_size <= 0:
             raise UserError(f"batch size must be positive, got {batch_size}")
         generator = torch.Generator(device=self.device).manual_seed(o.seed)
         found = [[Hypothesis("", 0.0, [])] for _ in sentences]  # empty in, empty out
         jobs = list(self.batches(self.encode(sentences, warn_truncated), batch_size))
-        decoded = self._decode([src for _, src in jobs], o, use_cache, generator, workers)
+        decoded = self._decode([src for _, src in jobs], o, use_cache, generator, workers, progress)
         for (rows, _), (ids, scores) in zip(jobs, decoded):
             for i, outs, row_scores in zip(rows, ids, scores):
                 found[i] = [
@@ -126,14 +128,17 @@ class Translator:
                 ]
         return found if hypotheses else [h[0].text for h in found]
 
-    def _decode(self, batches: list[torch.Tensor], o: DecodeOptions, use_cache: bool, generator, workers):
+    def _decode(self, batches: list[torch.Tensor], o: DecodeOptions, use_cache: bool, generator, workers, progress):
         """Each batch's (n-best ids, scores list): in the decoding processes where they run (not
         for sampling, whose batches draw from one generator in turn), else on `workers` threads.
         Even a single batch goes to a process: this one is left to the caller (a server's requests,
         its event loop), and a server's calls from several threads then decode side by side."""
         if self.processes is not None and use_cache and not o.sampling:
             try:
-                return self.processes.map(o, batches)
+                done = self.processes.map(o, batches)
+                if progress:
+                    progress(sum(b.size(0) for b in batches))
+                return done
             except ProcessDied:
                 self.close()  # the rest of this translator's work decodes here, on threads
                 raise
@@ -142,6 +147,8 @@ class Translator:
         elif workers is None:
             workers = self.runtime.decode_workers(len(batches))
         search = functools.partial(self.search_batch, o, use_cache=use_cache, generator=generator)
+        if progress:
+            search = _telling(search, progress)
         return [(ids, scores.tolist()) for ids, scores in self.runtime.map_batches(search, batches, workers)]
 
     def search_batch(self, o: DecodeOptions, src: torch.Tensor, use_cache: bool = True, generator=None):
@@ -183,6 +190,17 @@ class Translator:
             for i, total, count in zip(rows, totals.tolist(), counts.tolist()):
                 out[i] = (total, count)
         return out
+
+
+def _telling(search, progress):
+    """`search`, telling `progress` each batch's sentences once it is decoded."""
+
+    def search_and_tell(src):
+        found = search(src)
+        progress(src.size(0))
+        return found
+
+    return search_and_tell
 
 
 def load_translator(

@@ -1,72 +1,48 @@
-"""The translation server's FastAPI app: the web page at /, POST /translate, GET /health and
-GET /info. Requests are checked (mt/serving/requests.py), then batched with others
-(mt/serving/request_batcher.py) and decoded on one worker thread."""
+"""The translation server's FastAPI app: the web page at /, and mt's API (POST /translate, POST
+/translate_file, GET /health, GET /info), thin adapters over one service (mt/serving/service.py),
+which holds the models by language pair, batches each model's requests and checks every request
+before any work."""
 
 import argparse
-import asyncio
 import dataclasses
-import threading
 import time
 from contextlib import asynccontextmanager
 from importlib import resources
 
 from mt import __version__
 from mt.decode_options import FIELDS
-from mt.errors import UserError, require_extra
-from mt.flags import open_translator
-from mt.inference.documents import cut_segmented, join_lines, lines_of, segment_lines, texts_of, token_counter
-from mt.serving.request_batcher import Batcher
-from mt.serving.requests import Limits, check_sizes, decode_body, parse_request
+from mt.errors import require_extra
+from mt.formats import FORMATS, MEDIA_TYPES, format_of
+from mt.serving.requests import Limits, decode_body, language_fields, parse_request, read_capped, uploaded_file
+from mt.serving.service import Refused, Service
 
 
-def _error(status: int, message: str):
+def error(status: int, message: str, headers: dict | None = None):
     from fastapi.responses import JSONResponse
 
-    return JSONResponse({"error": message}, status_code=status)
-
-
-def _load_in_background(app, args) -> None:
-    """Load the model on a thread, so /health can answer 'loading' meanwhile."""
-
-    def load():
-        try:
-            translator = open_translator(args)
-            if getattr(args, "scoring", None):  # the server's default, over the run's decode section
-                translator.options = translator.options.replace(scoring=args.scoring)
-            app.state.translator = translator
-        except UserError as e:
-            app.state.load_error = str(e)
-            print(f"error: {e}", flush=True)
-
-    threading.Thread(target=load, daemon=True).start()
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 def create_app(args: argparse.Namespace, limits: Limits = Limits()):
     # No `from __future__ import annotations` here: FastAPI reads the `Request` annotation below at run time.
     fastapi = require_extra("fastapi", "serve", "the server")
     from fastapi import Request
-    from fastapi.responses import HTMLResponse
+    from fastapi.responses import HTMLResponse, Response
+
+    service = Service(model_sets(args), args, limits)
 
     @asynccontextmanager
     async def lifespan(app):
-        app.state.translator, app.state.load_error, app.state.batcher = None, None, None
-        app.state.long_sentences = 0  # sentences longer than the model takes, translated in pieces
-        _load_in_background(app, args)
+        service.load_in_background()
         yield
-        if app.state.batcher:
-            await app.state.batcher.stop()
-        if hasattr(app.state.translator, "close"):  # worker processes, if --processes started any
-            app.state.translator.close()
+        await service.stop()
 
     app = fastapi.FastAPI(title="mt translation server", version=__version__, lifespan=lifespan)
+    app.state.service = service
 
-    def batcher():
-        if app.state.batcher is None and app.state.translator is not None:
-            app.state.batcher = Batcher(
-                app.state.translator, args.batch_wait_ms, args.max_batch_tokens, args.batch_size
-            )
-            app.state.batcher.start()
-        return app.state.batcher
+    @app.exception_handler(Refused)
+    async def refused(request, e: Refused):
+        return error(e.status, e.message)
 
     @app.get("/", response_class=HTMLResponse)
     async def page():
@@ -74,89 +50,95 @@ def create_app(args: argparse.Namespace, limits: Limits = Limits()):
 
     @app.get("/health")
     async def health():
-        if app.state.load_error:
-            return _error(500, app.state.load_error)
-        if app.state.translator is None:
-            return _error(503, "loading the model")
+        service.available()
         return {"status": "ready"}
 
     @app.get("/info")
     async def info():
-        t = app.state.translator
-        if t is None:
-            return _error(503, "loading the model")
-        b = app.state.batcher
-        return model_info(t, args) | {
-            "limits": dataclasses.asdict(limits),
-            "requests_served": b.requests if b else 0,
-            "batches_decoded": b.batches if b else 0,
-            "long_sentences_cut": app.state.long_sentences,
-        }
+        service.available()
+        pairs = service.info()
+        first = pairs["pairs"][0]
+        return (
+            first
+            | {  # the first pair's keys at the top, as a one-pair server always gave them
+                "engine": args.engine,
+                "version": __version__,
+                "decoding_options": list(FIELDS),
+                "formats": list(FORMATS),
+                "requests_served": sum(p["requests_served"] for p in pairs["pairs"]),
+                "batches_decoded": sum(p["batches_decoded"] for p in pairs["pairs"]),
+            }
+            | pairs
+        )
 
     @app.post("/translate")
     async def translate(request: Request):
-        if batcher() is None:
-            return _error(503, app.state.load_error or "loading the model; try again when GET /health says ready")
-        return await answer(app.state, await request.body(), limits)
+        service.available()
+        return await answer(service, await request.body(), limits)
+
+    @app.post("/translate_file")
+    async def translate_file(request: Request):
+        """A file in the multipart field "file" (a format by its name, or the "format" field), and
+        optionally "source" and "target": the translated file back, named for its target language."""
+        service.available()
+        form = await uploaded_file(request, await read_capped(request, limits.max_file_bytes), limits)
+        pair = service.pair(form.get("source") or None, form.get("target") or None)
+        fmt = _file_format(form)
+        data = await form["file"].read()
+        out = await service.translate_document(pair, data, fmt, pair.translator.options, form["file"].filename)
+        name = _translated_name(form["file"].filename, pair.target)
+        return Response(
+            out, media_type=MEDIA_TYPES[fmt], headers={"content-disposition": f'attachment; filename="{name}"'}
+        )
 
     return app
 
 
-async def answer(state, raw: bytes, limits: Limits):
+def _file_format(form) -> str:
+    try:
+        return format_of(form["file"].filename, form.get("format") or None)
+    except Exception as e:  # noqa: BLE001 - a UserError, said to the client
+        raise Refused(400, str(e)) from None
+
+
+def _translated_name(filename: str, target: str) -> str:
+    """page.html -> page.en.html (a name safe in a header: no path, no quotes)."""
+    base = (filename or "document").replace("\\", "/").rsplit("/", 1)[-1].replace('"', "")
+    stem, dot, ext = base.rpartition(".")
+    return f"{stem}.{target}.{ext}" if dot and stem else f"{base}.{target}"
+
+
+def model_sets(args) -> list[list[str]]:
+    """The runs the server loads, one list a language pair: --model (one run, or an ensemble when
+    given twice) and each --pair (its runs joined by commas, for an ensemble)."""
+    sets = [args.model] if args.model else []
+    sets += [[part for part in pair.split(",") if part] for pair in getattr(args, "pair", None) or []]
+    return sets or [["runs/fr_en"]]
+
+
+async def answer(service: Service, raw: bytes, limits: Limits):
     """The response to one POST /translate body: translations, or a JSON error with its status."""
     body = decode_body(raw, limits)
     if isinstance(body, tuple):
-        return _error(*body)
-    parsed = parse_request(body, limits, state.translator.options)
+        return error(*body)
+    languages = language_fields(body)
+    if isinstance(languages[0], int):
+        return error(*languages)
+    pair = service.pair(*languages)
+    parsed = parse_request(body, limits, pair.translator.options)
     if isinstance(parsed[0], int):
-        return _error(*parsed)
-    texts, options, split = parsed
-    prepared = texts, None, None, 0  # n-best lists: one sentence a text, as given (checked already)
-    if options.n_best == 1:  # segmenting and tokenizing take a while on long texts: off the event loop
-        prepared = await asyncio.to_thread(prepare, state.translator, texts, split, limits)
-        if isinstance(prepared[0], int):
-            return _error(*prepared)
-    sentences, cuts, counts, long = prepared
+        return error(*parsed)
+    texts, options, split, fmt = parsed
     start = time.perf_counter()
-    try:
-        found = await asyncio.wait_for(state.batcher.translate(sentences, options), limits.timeout_s)
-    except (asyncio.TimeoutError, TimeoutError):
-        return _error(504, f"no answer within {limits.timeout_s:g} s (--timeout)")
-    state.long_sentences += long
-    best = [h[0].text for h in found]
-    if cuts is not None:
-        best = texts_of(join_lines(best, cuts, state.translator.cfg.data.tgt_lang), counts)
+    if fmt != "text":
+        translations, found = [await service.translate_document(pair, text, fmt, options) for text in texts], None
+    else:
+        translations, found = await service.translate(pair, texts, options, split)
     result = {
-        "translations": best,
+        "translations": translations,
         "seconds": round(time.perf_counter() - start, 4),
         "options": dataclasses.asdict(options),
     }
-    if options.n_best > 1:
+    if found is not None:
         result["n_best"] = [[{"text": h.text, "score": round(h.score, 4)} for h in hyps] for hyps in found]
     return result
-
-
-def prepare(translator, texts: list[str], split: bool, limits: Limits) -> tuple:
-    """Texts made ready to translate: their lines (a text's line breaks are kept) cut into
-    sentences, the sentences checked against the limits, then cut to the model. Returns (pieces,
-    how to join them, lines per text, sentences cut), or (status, why) where a limit refuses them."""
-    lines, counts = lines_of(texts)
-    segmented = segment_lines(lines, translator.cfg.data.src_lang, split)
-    if refused := check_sizes([s for line in segmented for s in line.sentences], limits):
-        return refused
-    pieces, cuts, _ = cut_segmented(segmented, lines, translator.max_src_tokens, token_counter(translator))
-    return pieces, cuts, counts, sum(sum(n > 1 for n in cut.pieces) for cut in cuts)
-
-
-def model_info(t, args) -> dict:
-    models = getattr(t, "models", [])
-    return {
-        "model": args.model or ["runs/fr_en"],
-        "engine": args.engine,
-        "version": __version__,
-        "source_language": t.cfg.data.src_lang,
-        "target_language": t.cfg.data.tgt_lang,
-        "parameters": sum(p.numel() for m in models for p in m.parameters()) or None,
-        "decoding_defaults": dataclasses.asdict(t.options),
-        "decoding_options": list(FIELDS),
-    }

@@ -25,6 +25,8 @@ class Limits:
     max_depth: int = 16  # nesting of JSON arrays and objects; the documented body needs 2
     max_beam: int = 16  # beam (and so n_best): the cache and the search grow with it
     max_output_len: int = 512  # max_len, the most tokens asked for per output
+    max_file_bytes: int = 10 << 20  # an uploaded file, before it is parsed
+    max_document_chars: int = 500_000  # the text a document (a file, a page) may hold
 
 
 FLAGS = {
@@ -34,7 +36,11 @@ FLAGS = {
     "max_depth": "--max-depth",
     "max_beam": "--max-beam",
     "max_output_len": "--max-output-len",
+    "max_file_bytes": "--max-file-bytes",
+    "max_document_chars": "--max-document-chars",
 }
+NOT_OPTIONS = ("text", "split", "format", "source", "target")  # the body's keys that are no decoding option
+TEXT_FORMATS = ("text", "html", "xhtml", "markdown", "srt")  # what a JSON text may be written in
 _STRING = re.compile(rb'"(?:\\.|[^"\\])*"')
 _BRACKET = re.compile(rb"[\[\]{}]")
 
@@ -82,7 +88,7 @@ def check_sizes(sentences: list[str], limits: Limits) -> tuple[int, str] | None:
 
 
 def parse_request(body, limits: Limits, defaults) -> tuple:
-    """(texts, options, split) from a request body, or (status, message) for a bad one. The
+    """(texts, options, split, format) from a request body, or (status, message) for a bad one. The
     sentences are checked for size once segmented (`check_sizes`); here the texts' count and total
     size are, and n-best texts, which are translated as given."""
     if not isinstance(body, dict) or "text" not in body:
@@ -94,15 +100,19 @@ def parse_request(body, limits: Limits, defaults) -> tuple:
     split = body.get("split", True)
     if not isinstance(split, bool):
         return 422, f'"split" must be true or false, got {split!r}'
+    fmt = body.get("format", "text")
+    if fmt not in TEXT_FORMATS:
+        return 422, f'"format" must be one of {", ".join(TEXT_FORMATS)}, got {fmt!r} (files: POST /translate_file)'
     n_best = isinstance(body.get("n_best"), int) and body["n_best"] > 1  # n-best: one sentence a text, as given
-    if len(sentences) > limits.max_sentences or n_best:
+    if fmt != "text" and n_best:
+        return 422, f"n_best lists are for plain text, not {fmt}"
+    if fmt == "text" and (len(sentences) > limits.max_sentences or n_best):
         if refused := check_sizes(sentences, limits):
             return refused
-    if (chars := sum(map(len, sentences))) > limits.max_sentences * (limits.max_chars + 1):  # bounds the work
-        return 413, (
-            f"the texts hold {chars:,} characters; the limit is {limits.max_sentences * (limits.max_chars + 1):,} "
-            "(--max-sentences sentences of --max-chars)"
-        )
+    bound = limits.max_sentences * (limits.max_chars + 1) if fmt == "text" else limits.max_document_chars
+    if (chars := sum(map(len, sentences))) > bound:  # bounds the work segmentation and tokenization take
+        flags = "--max-sentences sentences of --max-chars" if fmt == "text" else "--max-document-chars"
+        return 413, f"the texts hold {chars:,} characters; the limit is {bound:,} ({flags})"
     split = split and not n_best
     ceilings = {
         "beam": (limits.max_beam, "--max-beam"),
@@ -114,9 +124,57 @@ def parse_request(body, limits: Limits, defaults) -> tuple:
         if isinstance(value, int) and not isinstance(value, bool) and value > ceiling:
             return 422, f"{name} {value} is over the server's ceiling of {ceiling} ({flag})"
     try:
-        options = from_mapping({k: v for k, v in body.items() if k not in ("text", "split")}, defaults)
+        options = from_mapping({k: v for k, v in body.items() if k not in NOT_OPTIONS}, defaults)
     except (UserError, TypeError) as e:
         return 422, str(e)
     if options.max_len is not None and options.max_len > limits.max_output_len:  # the run's own default
         options = dataclasses.replace(options, max_len=limits.max_output_len)
-    return sentences, options, split
+    return sentences, options, split, fmt
+
+
+def language_fields(body) -> tuple[str | None, str | None]:
+    """A body's "source" and "target" (None where absent), or (status, message) where not strings."""
+    values = [body.get(key) if isinstance(body, dict) else None for key in ("source", "target")]
+    if any(v is not None and not isinstance(v, str) for v in values):
+        return 422, '"source" and "target" must be language codes such as "fr"'
+    return values[0], values[1]
+
+
+async def read_capped(request, cap: int) -> bytes:
+    """A request's body, refused (413) past `cap` bytes: by its Content-Length before reading, and
+    as it arrives where it gives none."""
+    from mt.serving.service import Refused
+
+    declared = request.headers.get("content-length")
+    too_big = f"the upload is over {cap:,} bytes (--max-file-bytes)"
+    if declared and declared.isdigit() and int(declared) > cap + 65536:  # multipart's own bytes around the file
+        raise Refused(413, too_big)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > cap + 65536:
+            raise Refused(413, too_big)
+    return bytes(body)
+
+
+async def uploaded_file(request, body: bytes, limits: Limits):
+    """The multipart form of an upload already read (`read_capped`), with its "file" part checked."""
+    from starlette.requests import Request
+
+    from mt.serving.service import Refused
+
+    async def replay():
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    try:
+        form = await Request(request.scope, replay).form(max_files=1, max_fields=16, max_part_size=64 * 1024)
+    except Exception as e:  # noqa: BLE001 - the multipart parser's many errors, said to the client
+        raise Refused(400, f"not a multipart form with a file ({str(e)[:160]})") from None
+    upload = form.get("file")
+    if upload is None or not hasattr(upload, "read"):
+        raise Refused(400, 'the form needs its file in a part named "file"')
+    if upload.size is not None and upload.size > limits.max_file_bytes:
+        raise Refused(
+            413, f"the file has {upload.size:,} bytes; the limit is {limits.max_file_bytes:,} (--max-file-bytes)"
+        )
+    return form

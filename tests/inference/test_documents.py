@@ -24,7 +24,7 @@ class Echo:
     def __init__(self):
         self.seen = []
 
-    def translate(self, sentences, options=None, batch_size=64):
+    def translate(self, sentences, options=None, batch_size=64, **_):
         assert all(len(s.split()) <= self.max_src_tokens for s in sentences), "a piece over the model's limit"
         self.seen += sentences
         return [s.upper() for s in sentences]

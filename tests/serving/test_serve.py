@@ -51,7 +51,9 @@ def start_server(run_dir, *flags):
 
 @pytest.fixture(scope="module")
 def server(run_dir):
-    proc, url = start_server(run_dir, "--max-sentences", "8", "--max-chars", "200", "--batch-wait-ms", "20")
+    proc, url = start_server(
+        run_dir, "--max-sentences", "8", "--max-chars", "200", "--batch-wait-ms", "20", "--max-file-bytes", "20000"
+    )
     yield url
     stop(proc)
     assert "serving on http://127.0.0.1:" in proc.stdout.read()  # loopback unless told otherwise
@@ -279,8 +281,9 @@ def test_a_runs_default_output_length_is_held_to_the_servers_ceiling():
     from mt.serving.requests import Limits, parse_request
 
     limits, defaults = Limits(max_output_len=50), DecodeOptions(beam=4, max_len=510, scoring="marian")
-    sentences, options, split = parse_request({"text": "bonjour"}, limits, defaults)
+    sentences, options, split, fmt = parse_request({"text": "bonjour"}, limits, defaults)
     assert sentences == ["bonjour"] and options.max_len == 50 and options.scoring == "marian" and split
+    assert fmt == "text"
     assert parse_request({"text": "bonjour", "max_len": 20}, limits, defaults)[1].max_len == 20
     status, message = parse_request({"text": "bonjour", "max_len": 100}, limits, defaults)
     assert status == 422 and "--max-output-len" in message
@@ -336,11 +339,12 @@ class SlowTokenizer:
         return [self.encode(t) for t in texts]
 
 
-def stub_state():
+def stub_service(limits):
     from types import SimpleNamespace
 
     from mt.decode_options import DecodeOptions
     from mt.inference.search import Hypothesis
+    from mt.serving.service import Pair, Service
 
     async def translate(sentences, options):
         return [[Hypothesis(s.upper(), 0.0, [])] for s in sentences]
@@ -351,22 +355,25 @@ def stub_state():
         tokenizer=SlowTokenizer(),
         options=DecodeOptions(),
     )
-    return SimpleNamespace(translator=translator, batcher=SimpleNamespace(translate=translate), long_sentences=0)
+    service = Service([], SimpleNamespace(), limits)
+    service.pairs = {("fr", "en"): Pair("fr", "en", ["stub"], translator, SimpleNamespace(translate=translate))}
+    service.ready = True
+    return service
 
 
 def test_sizes_are_checked_before_any_text_is_segmented_or_tokenized(monkeypatch):
     import asyncio
 
-    from mt.serving import app
+    from mt.serving import app, service
     from mt.serving.requests import Limits
 
     def no_segmenting(*args, **kwargs):
         raise AssertionError("segmented before the sizes were checked")
 
-    monkeypatch.setattr(app, "segment_lines", no_segmenting)
+    monkeypatch.setattr(service, "segment_lines", no_segmenting)
     limits = Limits(max_sentences=4, max_chars=50)
     body = json.dumps({"text": ["Une phrase courte. " * 12] * 2}).encode()  # 2 texts, more than 4 x 51 characters
-    refused = asyncio.run(app.answer(stub_state(), body, limits))
+    refused = asyncio.run(app.answer(stub_service(limits), body, limits))
     assert refused.status_code == 413 and "--max-sentences" in json.loads(refused.body)["error"]
 
 
@@ -388,7 +395,7 @@ def test_segmenting_and_tokenizing_leave_the_event_loop_free():
 
         beat = asyncio.create_task(ticker())
         body = json.dumps({"text": "Le chat dort. Le chien aboie. Il pleut. Il neige.", "split": True}).encode()
-        result = await app.answer(stub_state(), body, Limits())
+        result = await app.answer(stub_service(Limits()), body, Limits())
         beat.cancel()
         return result, ticks
 
@@ -396,3 +403,31 @@ def test_segmenting_and_tokenizing_leave_the_event_loop_free():
     result, ticks = asyncio.run(scenario())
     assert result["translations"] == ["LE CHAT DORT. LE CHIEN ABOIE. IL PLEUT. IL NEIGE."]
     assert SlowTokenizer.calls >= 4 and ticks >= SlowTokenizer.calls  # the loop ticked while the tokenizer worked
+
+
+def test_a_text_in_a_format_comes_back_in_it(server):
+    pytest.importorskip("bs4", reason="the formats extra is not installed (pip install 'mt[formats]')")
+    answer = post(server, {"text": ["<p>le <b>chat</b> noir</p>", "*le chien* blanc"], "format": "html", "beam": 1})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["translations"][0] == "<p>the black <b>cat</b></p>"
+    markdown = post(server, {"text": "le *chat* noir", "format": "markdown", "beam": 1})
+    assert markdown.status_code == 200 and markdown.json()["translations"] == ["the black *cat*"], markdown.text
+    refused = post(server, {"text": "x", "format": "docx"})
+    assert refused.status_code == 422 and "/translate_file" in refused.json()["error"]
+
+
+def test_a_file_comes_back_translated_and_a_bad_or_big_one_is_refused(server):
+    pytest.importorskip("srt", reason="the formats extra is not installed (pip install 'mt[formats]')")
+    subtitles = "1\n00:00:01,000 --> 00:00:02,000\nle chat\nnoir\n\n2\n00:00:03,000 --> 00:00:04,500\nle chien blanc\n"
+    sent = httpx.post(f"{server}/translate_file", files={"file": ("film.fr.srt", subtitles)}, timeout=60)
+    assert sent.status_code == 200, sent.text
+    assert sent.headers["content-disposition"] == 'attachment; filename="film.fr.en.srt"'
+    assert sent.text.splitlines()[1:4] == ["00:00:01,000 --> 00:00:02,000", "the black", "cat"]
+    bad = httpx.post(f"{server}/translate_file", files={"file": ("report.docx", b"<p>no</p>")}, timeout=30)
+    assert bad.status_code == 400 and "not a .docx file" in bad.json()["error"]
+    unknown = httpx.post(f"{server}/translate_file", files={"file": ("data.xyz", b"x")}, timeout=30)
+    assert unknown.status_code == 400 and "cannot tell the format" in unknown.json()["error"]
+    big = httpx.post(f"{server}/translate_file", files={"file": ("big.html", b"<p>x</p>" * 5000)}, timeout=30)
+    assert big.status_code == 413 and "--max-file-bytes" in big.json()["error"]
+    none = httpx.post(f"{server}/translate_file", data={"text": "x"}, timeout=30)
+    assert none.status_code == 400 and '"file"' in none.json()["error"]

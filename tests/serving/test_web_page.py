@@ -1,5 +1,6 @@
 """The web page in a real headless browser (Debian's Chromium, driven by Selenium through Debian's
-chromedriver): type a sentence, press Translate, read the translation off the page, screenshot it."""
+chromedriver): type a sentence, press Translate, read the translation off the page, screenshot it;
+then choose a web page file and get it back translated."""
 
 import shutil
 
@@ -60,6 +61,26 @@ def test_translate_from_the_page(run_dir, tmp_path):
         shot = tmp_path / "page.png"
         driver.save_screenshot(str(shot))
         assert shot.read_bytes()[:4] == b"\x89PNG" and shot.stat().st_size > 10_000
+        translate_a_file(driver, wait, tmp_path)
     finally:
         driver.quit()
         stop(proc)
+
+
+def translate_a_file(driver, wait, tmp_path):
+    """Choose a file, press Translate file, and read the file the download link holds."""
+    from selenium.webdriver.common.by import By
+
+    page = tmp_path / "chat.html"
+    page.write_text("<p>le <b>chat</b> noir</p>")
+    driver.find_element(By.ID, "file").send_keys(str(page))
+    driver.find_element(By.ID, "translate-file").click()
+    wait.until(lambda d: d.find_element(By.ID, "download").is_displayed())
+    link = driver.find_element(By.ID, "download")
+    assert link.get_attribute("download") == "chat.en.html" and driver.find_element(
+        By.ID, "file-status"
+    ).text.startswith("translated in")
+    fetched = driver.execute_async_script(
+        "fetch(arguments[0]).then(r => r.text()).then(arguments[1])", link.get_attribute("href")
+    )
+    assert fetched == "<p>the black <b>cat</b></p>"

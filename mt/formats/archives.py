@@ -1,0 +1,60 @@
+"""Zip containers (DOCX, EPUB) opened safely: what a file could make the reader unpack is bounded
+before anything is read, and a file that is not a zip, or is encrypted or truncated, is one line."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+import zlib
+
+from mt.errors import UserError
+
+MAX_MEMBERS = 10_000
+MAX_UNPACKED = 512 << 20  # bytes, all members together
+MAX_RATIO = 200  # unpacked / packed, per member: far above text's, far below a zip bomb's
+
+
+def open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
+    """`data` as a zip archive of a `kind` file (".docx", ".epub"), checked: not encrypted, and no
+    more members, unpacked bytes or compression than a document needs."""
+    if data[:8] == b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1":  # an OLE container: how Office stores encrypted files
+        raise UserError(f"this {kind} file is encrypted (or an old binary Office file); save it unencrypted as {kind}")
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        members = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as e:
+        raise UserError(f"not a {kind} file, or a truncated one: it is not a readable zip archive ({e})") from None
+    if len(members) > MAX_MEMBERS:
+        raise UserError(f"the {kind} file holds {len(members):,} members; at most {MAX_MEMBERS:,} are read")
+    unpacked = sum(m.file_size for m in members)
+    if unpacked > MAX_UNPACKED:
+        raise UserError(f"the {kind} file unpacks to {unpacked:,} bytes; at most {MAX_UNPACKED:,} are read")
+    for m in members:
+        if m.flag_bits & 0x1:
+            raise UserError(f"the {kind} file is encrypted ({m.filename}); save it unencrypted")
+        if m.file_size > 1 << 20 and m.file_size > MAX_RATIO * max(m.compress_size, 1):
+            raise UserError(
+                f"the {kind} file's {m.filename} unpacks {m.file_size // max(m.compress_size, 1)}-fold; refused"
+            )
+    return archive
+
+
+def read_member(archive: zipfile.ZipFile, name: str, kind: str) -> bytes:
+    """One member's bytes; a damaged one is a one-line error."""
+    try:
+        return archive.read(name)
+    except KeyError:
+        raise UserError(f"the {kind} file has no {name}; is it really a {kind} file?") from None
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as e:
+        raise UserError(f"the {kind} file is damaged: {name} cannot be read ({e})") from None
+
+
+def rewritten(archive: zipfile.ZipFile, changed: dict[str, bytes], kind: str) -> bytes:
+    """The archive again, member for member in its order and with its compression, `changed`
+    members replaced: every other member's bytes as they were."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as new:
+        for info in archive.infolist():
+            data = changed[info.filename] if info.filename in changed else read_member(archive, info.filename, kind)
+            new.writestr(info, data)
+    return out.getvalue()

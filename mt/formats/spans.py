@@ -1,0 +1,256 @@
+"""Inline markup, put back after translation: the one mechanism every format shares.
+
+A format hands over each block of its text as a `Segment`: the plain text the model reads, with the
+inline markup over it as `Span`s (bold, a link, a run's formatting: `tag` is the format's own
+object) and `Void`s (a line break, an image, a code span left untranslated). The text is translated
+as plain text; `place` then puts each span around the target words aligned to its source words and
+each void after the target word aligned to the source word before it, and returns the target as a
+tree of text and `Element`s for the format to write out.
+
+Every span and void that went in comes out, nested as in the source: where the alignment says
+nothing of a span's words, the span stays, empty, where its neighbours put it. Siblings may change
+order, as the target language orders their words. Alignments link tokens (subword pieces); a span
+grows to whole target words, so bold never stops inside a word.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Span:
+    """Inline markup over `text[start:end]` of a segment."""
+
+    start: int
+    end: int
+    tag: Any
+
+
+@dataclass(frozen=True)
+class Void:
+    """Markup without text at character `at` of a segment, inside the spans numbered `within`. A
+    `breaking` void (a line break, a tab) stands for the space the segment's text has after it."""
+
+    at: int
+    tag: Any
+    within: frozenset[int] = frozenset()
+    breaking: bool = False
+
+
+@dataclass
+class Segment:
+    """One block's text, translated as plain text, with its inline markup. `spans` nest (no two
+    overlap unless one holds the other), listed parents before children."""
+
+    text: str
+    spans: list[Span] = field(default_factory=list)
+    voids: list[Void] = field(default_factory=list)
+
+    @property
+    def plain(self) -> bool:
+        return not self.spans and not self.voids
+
+
+@dataclass
+class Element:
+    """A span or void in the translated tree: its tag and what it holds (text and elements)."""
+
+    tag: Any
+    children: list = field(default_factory=list)
+    void: bool = False
+
+
+@dataclass
+class Aligned:
+    """A translated segment: the target text, where each source token lies in the segment's text and
+    each target token in the target text, as (start, end) characters, and (source, target) links."""
+
+    text: str
+    source_units: list[tuple[int, int]] = field(default_factory=list)
+    target_units: list[tuple[int, int]] = field(default_factory=list)
+    links: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass
+class _Node:
+    span: Span
+    index: int = -1  # in the segment's spans
+    children: list[_Node] = field(default_factory=list)
+    lo: int = 0  # target tokens [lo, hi); lo == hi: empty, in the gap before token lo
+    hi: int = 0
+    start: int = 0  # characters of the target text
+    end: int = 0
+    voids: list[tuple[int, Void]] = field(default_factory=list)
+
+
+def _tree(spans: list[Span]) -> list[_Node]:
+    """The spans as a forest: each under the innermost earlier span that holds it."""
+    roots: list[_Node] = []
+    stack: list[_Node] = []
+    order = sorted(range(len(spans)), key=lambda i: (spans[i].start, -spans[i].end, i))
+    for i in order:
+        node = _Node(spans[i], i)
+        while stack and not (stack[-1].span.start <= node.span.start and node.span.end <= stack[-1].span.end):
+            stack.pop()
+        (stack[-1].children if stack else roots).append(node)
+        stack.append(node)
+    return roots
+
+
+class _Placer:
+    def __init__(self, segment: Segment, aligned: Aligned):
+        self.segment, self.a = segment, aligned
+        self.n = len(aligned.target_units)
+        self.targets: dict[int, list[int]] = {}
+        for s, t in aligned.links:
+            self.targets.setdefault(s, []).append(t)
+
+    def units_in(self, start: int, end: int) -> list[int]:
+        return [i for i, (a, b) in enumerate(self.a.source_units) if a < end and b > start and b > a]
+
+    def gap(self, at: int) -> int:
+        """The target gap for source character `at`: after the target token of the nearest aligned
+        source token before it, else before that of the nearest one after it."""
+        units = self.a.source_units
+        before = [i for i, (_, b) in enumerate(units) if b <= at and i in self.targets]
+        if before:
+            return max(self.targets[before[-1]]) + 1
+        after = [i for i, (a, _) in enumerate(units) if a >= at and i in self.targets]
+        return min(self.targets[after[0]]) if after else (0 if at <= 0 else self.n)
+
+    def aligned_to(self, node: _Node) -> list[int]:
+        """The target tokens aligned to a span's source tokens."""
+        return sorted({t for s in self.units_in(node.span.start, node.span.end) for t in self.targets.get(s, [])})
+
+    def _glued(self, i: int) -> bool:
+        """Whether target tokens i and i + 1 are parts of one word."""
+        (_, end), (start, _) = self.a.target_units[i], self.a.target_units[i + 1]
+        text = self.a.text
+        return end == start and 0 < end < len(text) and text[end - 1].isalnum() and text[start].isalnum()
+
+    def _range(self, hit: list[int], lo: int, hi: int) -> tuple[int, int]:
+        """The tokens from the first to the last of `hit`, widened to whole words within [lo, hi)."""
+        a, b = hit[0], hit[-1] + 1
+        while a > lo and self._glued(a - 1):
+            a -= 1
+        while b < hi and self._glued(b - 1):
+            b += 1
+        return a, b
+
+    def fit(self, nodes: list[_Node], lo: int, hi: int) -> None:
+        """Each node's range inside [lo, hi), then its children's inside it. Siblings never overlap:
+        the narrower choose first, and a wider one keeps the free stretch holding most of its
+        tokens. A span aligned to nothing stays, empty, at the gap its source position maps to."""
+        hits = {id(n): [t for t in self.aligned_to(n) if lo <= t < hi] for n in nodes}
+        taken: list[tuple[int, int]] = []
+        for node in sorted(nodes, key=lambda n: (hits[id(n)][-1] - hits[id(n)][0]) if hits[id(n)] else 0):
+            free = _free(lo, hi, taken)
+            counts = [sum(a <= t < b for t in hits[id(node)]) for a, b in free]
+            if counts and max(counts) > 0:
+                a, b = free[counts.index(max(counts))]
+                node.lo, node.hi = self._range([t for t in hits[id(node)] if a <= t < b], a, b)
+            else:
+                gap = min(max(self.gap(node.span.start), lo), hi)
+                node.lo = node.hi = next((b for a, b in taken if a < gap < b), gap)
+            taken.append((node.lo, node.hi))
+        nodes.sort(key=lambda n: (n.lo, n.hi, n.span.start))
+        for node in nodes:
+            self.fit(node.children, node.lo, node.hi)
+
+    def chars(self, lo: int, hi: int) -> tuple[int, int]:
+        units = self.a.target_units
+        if lo < hi:
+            return units[lo][0], units[hi - 1][1]
+        at = units[lo - 1][1] if lo > 0 else (units[0][0] if units else 0)
+        return at, at
+
+    def locate(self, nodes: list[_Node]) -> None:
+        for node in nodes:
+            node.start, node.end = self.chars(node.lo, node.hi)
+            self.locate(node.children)
+
+
+def _free(lo: int, hi: int, taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The stretches of [lo, hi) that no taken range covers."""
+    out, at = [], lo
+    for a, b in sorted(r for r in taken if r[0] < r[1]):
+        if a > at:
+            out.append((at, a))
+        at = max(at, b)
+    return out + ([(at, hi)] if at < hi else [])
+
+
+def _adopt(root: _Node, void: Void, at: int) -> None:
+    """Put `void` (at target character `at`) in the innermost element holding it: strictly inside,
+    or at its edge where the void was inside that span in the source."""
+    node = root
+    while True:
+        inner = next(
+            (c for c in node.children if c.start < at < c.end or (c.start <= at <= c.end and c.index in void.within)),
+            None,
+        )
+        if inner is None:
+            node.voids.append((at, void))
+            return
+        node = inner
+
+
+def _render(node: _Node, text: str, source: str) -> list:
+    items = [(c.start, c.span.start, c) for c in node.children] + [(at, v.at, v) for at, v in node.voids]
+    out, cursor = [], node.start
+    for at, _, item in sorted(items, key=lambda x: (x[0], x[1])):
+        if at > cursor:
+            out.append(text[cursor:at])
+            cursor = at
+        if isinstance(item, Void):
+            out.append(Element(item.tag, void=True))
+            if item.breaking:  # it is the space between the words around it
+                if len(out) > 1 and isinstance(out[-2], str) and out[-2].endswith(" "):
+                    out[-2] = out[-2][:-1]
+                cursor += text[cursor : cursor + 1] == " " and cursor < node.end
+                continue
+            spaced = item.at > 0 and source[item.at - 1] == " ", item.at < len(source) and source[item.at] == " "
+            if spaced[0] and len(out) > 1 and isinstance(out[-2], str) and not out[-2].endswith(" "):
+                out.insert(len(out) - 1, " ")  # the spaces the source had around it, where the target has none
+            if spaced[1] and not text[cursor : cursor + 1].isspace() and cursor < node.end:
+                out.append(" ")
+        else:
+            out.append(Element(item.span.tag, _render(item, text, source)))
+            cursor = max(cursor, item.end)
+    if node.end > cursor:
+        out.append(text[cursor : node.end])
+    return out
+
+
+def place(segment: Segment, aligned: Aligned) -> list:
+    """The translated segment as a list of text and `Element`s: every span and void of `segment`
+    placed on the target by `aligned`'s links (see the module notes)."""
+    if segment.plain:
+        return [aligned.text] if aligned.text else []
+    placer = _Placer(segment, aligned)
+    root = _Node(Span(0, len(segment.text), None), children=_tree(segment.spans))
+    root.lo, root.hi = 0, placer.n
+    placer.fit(root.children, 0, placer.n)
+    placer.locate(root.children)
+    root.start, root.end = 0, len(aligned.text)
+    for void in segment.voids:
+        gap = placer.gap(void.at)
+        _adopt(root, void, placer.chars(gap, gap)[0])
+    return _render(root, aligned.text, segment.text)
+
+
+def text_of(nodes: list) -> str:
+    """The text of a translated tree, markup left out."""
+    return "".join(n if isinstance(n, str) else text_of(n.children) for n in nodes)
+
+
+def tags_of(nodes: list) -> list:
+    """The tags of a translated tree in document order (each element once, where it opens)."""
+    out = []
+    for n in nodes:
+        if isinstance(n, Element):
+            out.append(n.tag)
+            out += tags_of(n.children)
+    return out

@@ -1,0 +1,48 @@
+"""Files and texts in a format (HTML, Markdown, subtitles, Word, EPUB), translated with their markup
+kept: the inference room's side of mt/formats, which parses and writes, while this module supplies
+the translating (mt/inference/markup.py for segments, documents for plain text)."""
+
+from __future__ import annotations
+
+from mt.errors import UserError
+from mt.formats import translate_bytes, translate_string
+from mt.inference.documents import translate_lines
+from mt.inference.markup import translate_segments
+
+
+def _translators(translator, options, batch_size: int, split: bool, progress: bool, max_chars: int | None):
+    def segments(segs):
+        chars = sum(len(s.text) for s in segs)
+        if max_chars is not None and chars > max_chars:
+            raise UserError(f"the document holds {chars:,} characters of text; the limit is {max_chars:,}")
+        return translate_segments(translator, segs, options, batch_size, split, progress)
+
+    def text(value: str) -> str:
+        lines = value.split("\n")
+        if max_chars is not None and len(value) > max_chars:
+            raise UserError(f"the text holds {len(value):,} characters; the limit is {max_chars:,}")
+        return "\n".join(translate_lines(translator, lines, options, batch_size, split, progress).lines)
+
+    return segments, text
+
+
+def translate_formatted(
+    translator,
+    data: bytes | str,
+    fmt: str,
+    options=None,
+    *,
+    batch_size: int = 64,
+    split: bool = True,
+    progress: bool = False,
+    max_chars: int | None = None,
+    name: str = "the input",
+) -> bytes | str:
+    """`data` in format `fmt` ("html", "markdown", "srt", "docx", ...; mt.formats.FORMATS)
+    translated, its markup kept: a file's bytes give bytes, a text gives text. `max_chars` bounds
+    the text a document may hold (a server's limit)."""
+    segments, text = _translators(translator, options, batch_size, split, progress, max_chars)
+    target = translator.cfg.data.tgt_lang
+    if isinstance(data, bytes):
+        return translate_bytes(data, fmt, segments, text, name, target)
+    return translate_string(data, fmt, segments, text, target)

@@ -1,0 +1,55 @@
+"""Documents through the command and the server, with a real (tiny) model: a web page file and a
+page given as a string, the format from the extension or the flag, and bad files refused in one line."""
+
+import pytest
+from helpers import cli
+
+bs4 = pytest.importorskip("bs4", reason="the formats extra is not installed (pip install 'mt[formats]')")
+
+PAGE = (
+    '<!DOCTYPE html>\n<html lang="fr"><body><p>le <b>chat</b> noir</p><ul><li>le chien blanc</li></ul></body></html>\n'
+)
+
+
+def test_a_web_page_file_is_translated_with_its_markup(run_dir, tmp_path):
+    (tmp_path / "page.html").write_text(PAGE)
+    out = tmp_path / "page.en.html"
+    result = cli(
+        "mt.translate",
+        "--model",
+        str(run_dir),
+        "--greedy",
+        "--input",
+        str(tmp_path / "page.html"),
+        "--output",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    soup = bs4.BeautifulSoup(out.read_text(), "html.parser")
+    assert soup.p.get_text() == "the black cat" and soup.b.get_text() == "cat" and soup.li.get_text() == "the white dog"
+    assert out.read_text().startswith('<!DOCTYPE html>\n<html lang="en">')
+
+
+def test_a_string_in_a_format_and_the_plain_text_default(run_dir):
+    html = cli(
+        "mt.translate", "--model", str(run_dir), "--greedy", "--input-format", "html", "<p>le <b>chat</b> noir</p>"
+    )
+    assert html.returncode == 0 and html.stdout == "<p>the black <b>cat</b></p>\n", html.stderr
+    plain = cli("mt.translate", "--model", str(run_dir), "--greedy", "<p>le chat noir</p>")
+    assert plain.returncode == 0 and "<p>" not in plain.stdout  # text is text: markup goes through as words
+
+
+@pytest.mark.parametrize(
+    "name, data, flags, message",
+    [
+        ("report.docx", b"<p>not a word file</p>", ["--output", "x.docx"], "is not a .docx file"),
+        ("page.html", b"PK\x03\x04 a zip", [], "is a zip archive"),
+        ("page.html", b"<p>ok</p>", ["--n-best", "2", "--beam", "2"], "--n-best take plain text, not a html document"),
+        ("book.epub", b"PK\x03\x04", [], "is written to a file: give --output"),
+    ],
+)
+def test_bad_documents_are_one_line_and_exit_2_before_the_model_loads(tmp_path, name, data, flags, message):
+    (tmp_path / name).write_bytes(data)
+    result = cli("mt.translate", "--model", str(tmp_path / "no-such-run"), "--input", str(tmp_path / name), *flags)
+    assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x.docx").exists()

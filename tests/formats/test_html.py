@@ -1,0 +1,107 @@
+"""Web pages (mt/formats/html.py), read back with BeautifulSoup: the same elements and attributes in
+the same order, the text translated, and what must stay (scripts, code, the head, entities) kept."""
+
+import pytest
+from helpers import Upper
+
+bs4 = pytest.importorskip("bs4", reason="the formats extra is not installed (pip install 'mt[formats]')")
+
+from mt.inference.formatted import translate_formatted  # noqa: E402
+
+PAGE = """<!DOCTYPE html>
+<html lang="fr">
+<head><meta charset="utf-8"><title>Le titre</title>
+<style>p > b { color: red }</style><script>if (a < b && c) { go(); }</script></head>
+<body>
+<!-- un commentaire -->
+<h1 id="top">Le <em>grand</em> titre</h1>
+<p class="intro">Le <b class="x" data-n="1">chat</b> noir dort&nbsp;ici &copy; 2024 &amp;
+<a href="/chien?a=1&amp;b=2" title="le chien">le chien</a>.<br>
+Une ligne apr&egrave;s la pause.</p>
+<ul><li>un <i>item</i><ul><li>deux</li></ul></li></ul>
+<table><tr><td>cellule une</td><td>cellule deux</td></tr></table>
+<p>Lancez <code>ls -l &gt; out</code> puis <kbd>Entrée</kbd>.</p>
+<pre>  ne pas   traduire  </pre>
+<div translate="no">pas ici</div><p class="notranslate big">non plus</p>
+<img src="chat.png" alt="un chat"><input placeholder="votre nom" value="garder">
+</body>
+</html>
+"""
+
+
+def tree(html):
+    """Every element's name and attributes, in document order, as BeautifulSoup reads them."""
+    return [(el.name, list(el.attrs.items())) for el in bs4.BeautifulSoup(html, "html.parser").find_all(True)]
+
+
+def translate(text, **kw):
+    return translate_formatted(Upper(), text, "html", **kw)
+
+
+def test_the_same_elements_and_attributes_in_order_come_back_around_translated_text():
+    out = translate(PAGE)
+    expected = [
+        (name, [(k, v.upper() if k in ("alt", "title", "placeholder") else v) for k, v in attrs])
+        for name, attrs in tree(PAGE)
+    ]
+    expected = [(n, a) for n, a in expected if n != "html"] + []
+    got = [(n, a) for n, a in tree(out) if n != "html"]
+    assert got == expected
+    assert '<html lang="en">' in out  # the page now says what language it is in
+    soup = bs4.BeautifulSoup(out, "html.parser")
+    assert soup.find("b").get_text() == "CHAT" and soup.find("em").get_text() == "GRAND"
+    assert soup.find("a").get_text() == "LE CHIEN" and soup.find("a")["href"] == "/chien?a=1&b=2"
+    assert soup.title.get_text() == "LE TITRE" and [td.get_text() for td in soup.find_all("td")] == [
+        "CELLULE UNE",
+        "CELLULE DEUX",
+    ]
+
+
+def test_scripts_styles_code_pre_comments_and_no_translate_parts_are_kept_as_they_were():
+    out = translate(PAGE)
+    for kept in (
+        "<style>p > b { color: red }</style>",
+        "<script>if (a < b && c) { go(); }</script>",
+        "<!-- un commentaire -->",
+        "<code>ls -l &gt; out</code>",
+        "<kbd>Entrée</kbd>",
+        "<pre>  ne pas   traduire  </pre>",
+        '<div translate="no">pas ici</div>',
+        '<p class="notranslate big">non plus</p>',
+        'value="garder"',
+        '<meta charset="utf-8">',
+    ):
+        assert kept in out, kept
+
+
+def test_the_doctype_and_the_entities_the_source_wrote_are_kept():
+    out = translate(PAGE)
+    assert out.startswith("<!DOCTYPE html>\n<html")
+    assert "&nbsp;" in out and "&copy;" in out and "&amp;" in out and "&egrave;" in out.replace("È", "&egrave;")
+    assert "APR&Egrave;S" in out or "APRÈS" in out  # a character the source wrote as an entity, upper-cased
+
+
+def test_block_elements_are_sentence_boundaries_and_inline_ones_are_not():
+    upper = Upper()
+    translate_formatted(upper, "<p>Le <b>chat</b> <i>noir</i> dort.</p><div>Un chien.<p>Deux</p></div>", "html")
+    assert upper.seen == ["Le chat noir dort.", "Un chien.", "Deux"]
+
+
+def test_a_fragment_stays_a_fragment_and_malformed_markup_is_repaired_without_losing_text():
+    assert translate("<p>Le <b>chat</b> noir.</p>") == "<p>LE <b>CHAT</b> NOIR.</p>"
+    out = translate("<p>Le <b>chat <i>noir</b> dort <span>ici")
+    soup = bs4.BeautifulSoup(out, "html.parser")
+    assert soup.get_text() == "LE CHAT NOIR DORT ICI" and soup.find("i").find_parent("b") is not None
+    assert [el.name for el in soup.find_all(True)] == ["p", "b", "i", "span"]
+
+
+def test_xhtml_keeps_case_namespaces_and_self_closing_tags():
+    page = (
+        '<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml" '
+        'xmlns:epub="http://www.idpf.org/2007/ops"><head><title>T</title></head><body>'
+        '<p epub:type="x">Le <b>chat</b><br/>dort.</p><svg viewBox="0 0 1 1"><text>garder</text></svg></body></html>'
+    )
+    out = translate_formatted(Upper(), page, "xhtml")
+    assert out.startswith('<?xml version="1.0" encoding="utf-8"?>')
+    assert 'epub:type="x"' in out and 'viewBox="0 0 1 1"' in out and "<text>garder</text>" in out
+    assert "<b>CHAT</b><br/>DORT." in out

@@ -1,0 +1,64 @@
+"""The one mechanism for inline markup (mt/formats/spans.py): every span and void that goes in comes
+out, nested as it was, on the target words its source words align to."""
+
+import re
+
+from mt.formats.spans import Aligned, Element, Segment, Span, Void, place, tags_of, text_of
+
+
+def words(text):
+    return [m.span() for m in re.finditer(r"\S+", text)]
+
+
+SOURCE, TARGET = "le chat noir dort", "the black cat sleeps"
+LINKS = [(0, 0), (1, 2), (2, 1), (3, 3)]  # chat -> cat, noir -> black: the adjective moves
+
+
+def aligned(links=LINKS, target=TARGET):
+    return Aligned(target, words(SOURCE), words(target), links)
+
+
+def test_a_span_goes_around_the_words_aligned_to_its_own():
+    out = place(Segment(SOURCE, [Span(8, 12, "b")]), aligned())
+    assert out == ["the ", Element("b", ["black"]), " cat sleeps"]
+
+
+def test_siblings_follow_their_words_and_nested_spans_stay_nested():
+    seg = Segment(SOURCE, [Span(3, 12, "a"), Span(3, 7, "b"), Span(8, 12, "i")])  # <a><b>chat</b> <i>noir</i></a>
+    out = place(seg, aligned())
+    assert out == ["the ", Element("a", [Element("i", ["black"]), " ", Element("b", ["cat"])]), " sleeps"]
+
+
+def test_nothing_is_dropped_where_the_alignment_says_nothing():
+    within_p = frozenset({0})
+    seg = Segment(SOURCE, [Span(0, 17, "p"), Span(3, 12, "b"), Span(8, 12, "i")], [Void(17, "br", within_p)])
+    for target in (aligned(links=[]), Aligned("")):
+        out = place(Segment(seg.text, seg.spans, [*seg.voids, Void(0, "img", within_p)]), target)
+        assert sorted(tags_of(out)) == ["b", "br", "i", "img", "p"] and text_of(out) == target.text
+        p = next(n for n in out if isinstance(n, Element) and n.tag == "p")
+        assert tags_of(p.children)[:2] == ["img", "b"] and tags_of(p.children[1].children) == ["i"]
+
+
+def test_a_void_follows_the_word_before_it_and_keeps_its_parent_and_spacing():
+    inside = Void(12, "br", frozenset({0}))  # <b>noir<br></b>
+    assert place(Segment(SOURCE, [Span(8, 12, "b")], [inside]), aligned())[1] == Element(
+        "b", ["black", Element("br", void=True)]
+    )
+    after = place(Segment(SOURCE, [Span(8, 12, "b")], [Void(12, "br")]), aligned())  # <b>noir</b><br>
+    assert after[1:3] == [Element("b", ["black"]), Element("br", void=True)]
+    spaced = place(Segment("voir le code ici", [], [Void(8, "code")]), Aligned("SEE THE HERE", words("voir le ici")))
+    assert text_of(spaced) == "SEE THE HERE"
+
+
+def test_a_span_grows_to_whole_words_and_a_breaking_void_takes_the_place_of_its_space():
+    target = "the blackbird sings"
+    pieces = [(0, 3), (4, 9), (9, 13), (14, 19)]  # "black" and "bird": one word in two tokens
+    out = place(
+        Segment("le merle chante", [Span(3, 8, "b")]), Aligned(target, words("le merle chante"), pieces, [(1, 1)])
+    )
+    assert out == ["the ", Element("b", ["blackbird"]), " sings"]
+    broken = place(
+        Segment("un deux", [], [Void(2, "br", breaking=True)]),
+        Aligned("one two", words("un deux"), words("one two"), [(0, 0), (1, 1)]),
+    )
+    assert broken == ["one", Element("br", void=True), "two"]
