@@ -1,6 +1,8 @@
 """Hostile and careless requests against a running `mt.serve`, from a seeded generator: garbage
-bytes, deep JSON, wrong types, out-of-range and non-finite options, odd Unicode, many sentences.
-Counts answers by status; a 5xx, a dropped connection or an answer that is not JSON is a failure.
+bytes, deep JSON, wrong types, out-of-range and non-finite options, odd Unicode, many sentences,
+and LibreTranslate-shaped ones (JSON and forms, /detect, /languages, files with odd names and
+bytes). Counts answers by status; a 5xx, a dropped connection or an answer (other than a file)
+that is not JSON is a failure.
 
     python -m mt.serve --model runs/fr_en &
     python bench/fuzz_server.py --url http://127.0.0.1:8000 --requests 10000 --clients 8
@@ -63,6 +65,52 @@ def body(rng: random.Random) -> bytes:
     return json.dumps(doc).encode("utf-8", "surrogatepass")
 
 
+LT_FIELDS = ["q", "source", "target", "format", "alternatives", "api_key", "bogus"]
+CODES = ["fr", "en", "auto", "de", "", "FR", "zz", "../x", None, 7]
+NAMES = ["a.html", "b.docx", "c.epub", "d.srt", "e.md", "f.txt", "g.xyz", "", "../../h.html", "x" * 300 + ".md"]
+
+
+def libretranslate(rng: random.Random) -> tuple[str, str, dict]:
+    """A request of LibreTranslate's API: (method, path, what httpx sends)."""
+    kind = rng.randrange(10)
+    if kind == 0:
+        return (
+            "GET",
+            rng.choice(["/languages", "/frontend/settings", "/download_file/" + rng.choice(NAMES or ["x"])]),
+            {},
+        )
+    fields: dict = {
+        "q": rng.choice([*ODD, "le chat noir", ["le chat", "the dog"], [], None]),
+        "source": "fr",
+        "target": "en",
+    }
+    for _ in range(rng.randrange(0, 4)):
+        fields[rng.choice(LT_FIELDS)] = rng.choice([*CODES, *VALUES])
+    path = "/detect" if kind == 1 else "/translate"
+    if kind == 2:  # a file
+        data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 400)))
+        if rng.random() < 0.3:
+            data = b"PK\x03\x04" + data
+        form = {k: str(v) for k, v in fields.items() if k != "q" and isinstance(v, (str, int))}
+        return "POST", "/translate_file", {"files": {"file": (rng.choice(NAMES), data)}, "data": form}
+    if kind < 6:
+        return "POST", path, {"content": json.dumps(fields).encode("utf-8", "surrogatepass"),
+                              "headers": {"content-type": "application/json"}}  # fmt: skip
+    form = {k: str(v) for k, v in fields.items() if v is not None and not isinstance(v, (list, dict))}
+    return (
+        "POST",
+        path,
+        {"data": {k: v.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for k, v in form.items()}},
+    )
+
+
+def request(rng: random.Random) -> tuple[str, str, dict]:
+    """mt's API two times in three, LibreTranslate's otherwise."""
+    if rng.random() < 2 / 3:
+        return "POST", "/translate", {"content": body(rng), "headers": {"content-type": "application/json"}}
+    return libretranslate(rng)
+
+
 def fuzz(url: str, n: int, clients: int, seed: int, deadline_s: float) -> Counter:
     import httpx
 
@@ -75,9 +123,13 @@ def fuzz(url: str, n: int, clients: int, seed: int, deadline_s: float) -> Counte
             for _ in range(k, n, clients):
                 if time.monotonic() > stop_at:
                     return
+                method, path, sent = request(rng)
                 try:
-                    r = http.post(f"{url}/translate", content=body(rng), headers={"content-type": "application/json"})
-                    json.loads(r.content)
+                    r = http.request(method, f"{url}{path}", **sent)
+                    if r.headers.get("content-type", "").startswith("application/json"):
+                        json.loads(r.content)
+                    elif r.status_code != 200:  # a file comes back as itself; anything else is JSON
+                        raise ValueError
                     outcome = str(r.status_code)
                 except httpx.TransportError:
                     outcome = "dropped"

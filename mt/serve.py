@@ -50,6 +50,16 @@ def parse_args(argv):
         "per pair, e.g. --pair runs/fr_en --pair runs/en_fr. Requests choose by source and target",
     )
     add_scoring_arg(p)
+    p.add_argument(
+        "--api-keys",
+        metavar="FILE",
+        help="require one of the keys in FILE (one a line) with every translation: a missing key is refused "
+        "with 400, a wrong one with 403 (default: open)",
+    )
+    p.add_argument(
+        "--rate-limit", type=int, default=0, metavar="N", help="requests a client (its key, else its address) "
+        "may make a minute; past it, 429 (default 0: no limit)",
+    )  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -77,6 +87,8 @@ def main(argv=None):
     limits = Limits(timeout_s=args.timeout, **{field: getattr(args, field) for field in FLAGS})
     if min(*dataclasses.astuple(limits), args.max_batch_tokens) <= 0 or args.batch_wait_ms < 0:
         raise UserError(f"{', '.join(FLAGS.values())}, --max-batch-tokens and --timeout must be positive")
+    if args.rate_limit < 0:
+        raise UserError(f"--rate-limit must be 0 (no limit) or more, got {args.rate_limit}")
     sock = listen(args.host, args.port)
     app = create_app(args, limits)
     port = sock.getsockname()[1]  # --port 0: the one the system gave

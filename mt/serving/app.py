@@ -1,7 +1,7 @@
-"""The translation server's FastAPI app: the web page at /, and mt's API (POST /translate, POST
-/translate_file, GET /health, GET /info), thin adapters over one service (mt/serving/service.py),
-which holds the models by language pair, batches each model's requests and checks every request
-before any work."""
+"""The translation server's FastAPI app: the web page at /, mt's own API (POST /translate, POST
+/translate_file, GET /health, GET /info) and LibreTranslate's (mt/serving/libretranslate.py), thin
+adapters over one service (mt/serving/service.py), which holds the models by language pair, batches
+each model's requests and checks every request (keys, rates, sizes) before any work."""
 
 import argparse
 import dataclasses
@@ -13,6 +13,7 @@ from mt import __version__
 from mt.decode_options import FIELDS
 from mt.errors import require_extra
 from mt.formats import FORMATS, MEDIA_TYPES, format_of
+from mt.serving import libretranslate
 from mt.serving.requests import Limits, decode_body, language_fields, parse_request, read_capped, uploaded_file
 from mt.serving.service import Refused, Service
 
@@ -42,7 +43,19 @@ def create_app(args: argparse.Namespace, limits: Limits = Limits()):
 
     @app.exception_handler(Refused)
     async def refused(request, e: Refused):
-        return error(e.status, e.message)
+        status = e.status
+        if request.scope.get("libretranslate") and status not in (400, 403, 429, 500):
+            status = 500 if status >= 500 else 400  # the statuses LibreTranslate's clients know
+        return error(status, e.message)
+
+    @app.middleware("http")
+    async def open_cors(request, call_next):
+        """Every answer carries LibreTranslate's open CORS headers; a preflight is answered at once."""
+        if request.method == "OPTIONS":
+            return Response(status_code=200, headers=libretranslate.CORS)
+        response = await call_next(request)
+        response.headers.update(libretranslate.CORS)
+        return response
 
     @app.get("/", response_class=HTMLResponse)
     async def page():
@@ -73,15 +86,24 @@ def create_app(args: argparse.Namespace, limits: Limits = Limits()):
 
     @app.post("/translate")
     async def translate(request: Request):
+        raw = await request.body()
+        if libretranslate.speaks_libretranslate(request, raw):
+            request.scope["libretranslate"] = True
+            return await libretranslate.translate(service, request, raw, limits)
         service.available()
-        return await answer(service, await request.body(), limits)
+        return await answer(service, raw, limits, request.client.host if request.client else "unknown")
 
     @app.post("/translate_file")
     async def translate_file(request: Request):
         """A file in the multipart field "file" (a format by its name, or the "format" field), and
-        optionally "source" and "target": the translated file back, named for its target language."""
+        optionally "source" and "target": the translated file back, named for its target language
+        (LibreTranslate's clients, which send "api_key" or ask for JSON, get its answer: a link)."""
         service.available()
         form = await uploaded_file(request, await read_capped(request, limits.max_file_bytes), limits)
+        if "api_key" in form or "application/json" in request.headers.get("accept", ""):
+            request.scope["libretranslate"] = True
+            return await libretranslate.translate_file(service, request, form, limits)
+        service.admit(form.get("api_key"), request.client.host if request.client else "unknown")
         pair = service.pair(form.get("source") or None, form.get("target") or None)
         fmt = _file_format(form)
         data = await form["file"].read()
@@ -91,6 +113,7 @@ def create_app(args: argparse.Namespace, limits: Limits = Limits()):
             out, media_type=MEDIA_TYPES[fmt], headers={"content-disposition": f'attachment; filename="{name}"'}
         )
 
+    libretranslate.add_routes(app, service, limits)
     return app
 
 
@@ -116,11 +139,12 @@ def model_sets(args) -> list[list[str]]:
     return sets or [["runs/fr_en"]]
 
 
-async def answer(service: Service, raw: bytes, limits: Limits):
+async def answer(service: Service, raw: bytes, limits: Limits, client: str = "local"):
     """The response to one POST /translate body: translations, or a JSON error with its status."""
     body = decode_body(raw, limits)
     if isinstance(body, tuple):
         return error(*body)
+    service.admit(body.get("api_key") if isinstance(body, dict) else None, client)
     languages = language_fields(body)
     if isinstance(languages[0], int):
         return error(*languages)

@@ -39,7 +39,7 @@ FLAGS = {
     "max_file_bytes": "--max-file-bytes",
     "max_document_chars": "--max-document-chars",
 }
-NOT_OPTIONS = ("text", "split", "format", "source", "target")  # the body's keys that are no decoding option
+NOT_OPTIONS = ("text", "split", "format", "source", "target", "api_key")  # the body's keys that are no decoding option
 TEXT_FORMATS = ("text", "html", "xhtml", "markdown", "srt")  # what a JSON text may be written in
 _STRING = re.compile(rb'"(?:\\.|[^"\\])*"')
 _BRACKET = re.compile(rb"[\[\]{}]")

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import tempfile
 import threading
-import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from mt.errors import UserError
 from mt.flags import open_translator
 from mt.inference.documents import cut_segmented, join_lines, lines_of, segment_lines, texts_of, token_counter
 from mt.inference.formatted import translate_formatted
+from mt.serving.access import RateLimiter, read_keys
 from mt.serving.request_batcher import Batcher
 from mt.serving.requests import Limits, check_sizes
 
@@ -66,6 +68,10 @@ class Service:
         self.error: str | None = None
         self.ready = False
         self.long_sentences = 0  # sentences longer than the model takes, translated in pieces
+        keys = getattr(args, "api_keys", None)
+        self.keys = read_keys(keys) if keys else None
+        self.rate = RateLimiter(getattr(args, "rate_limit", 0) or 0)
+        self._downloads: tempfile.TemporaryDirectory | None = None  # translated files, until fetched
 
     def load_in_background(self) -> None:
         threading.Thread(target=self._load, daemon=True).start()
@@ -93,7 +99,30 @@ class Service:
                 pair.batcher = Batcher(pair.translator, a.batch_wait_ms, a.max_batch_tokens, a.batch_size)
                 pair.batcher.start()
 
+    def admit(self, key: str | None, client: str, cost: int = 1, check_key: bool = True) -> None:
+        """Refused where the server wants an API key and this is none of its keys (a missing one:
+        400, a wrong one: 403, as LibreTranslate answers), or where the client is over its rate."""
+        if check_key and self.keys is not None:
+            if not key:
+                raise Refused(400, "Please contact the server operator to get an API key")
+            if key not in self.keys:
+                raise Refused(403, "Invalid API key")
+        if not self.rate.admit(key or client, cost):
+            raise Refused(429, f"Slowdown: {self.rate.per_minute} per 1 minute")
+
+    def languages(self) -> list[str]:
+        """Every language a pair reads or writes, in the order the pairs name them."""
+        return list(dict.fromkeys(code for pair in self.pairs for code in pair))
+
+    def downloads(self) -> Path:
+        """The folder translated files wait in to be downloaded (removed when the server stops)."""
+        if self._downloads is None:
+            self._downloads = tempfile.TemporaryDirectory(prefix="mt-files-")
+        return Path(self._downloads.name)
+
     async def stop(self) -> None:
+        if self._downloads is not None:
+            self._downloads.cleanup()
         for pair in self.pairs.values():
             if pair.batcher:
                 await pair.batcher.stop()
@@ -183,7 +212,3 @@ class Service:
                 }
             )
         return {"pairs": out, "long_sentences_cut": self.long_sentences, "limits": dataclasses.asdict(self.limits)}
-
-
-def timed(start: float) -> float:
-    return round(time.perf_counter() - start, 4)

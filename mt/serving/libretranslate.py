@@ -1,0 +1,316 @@
+"""LibreTranslate's HTTP API, as LibreTranslate's own server defines it, in front of mt's service, so
+that its clients (browser extensions, CMS plugins, `libretranslatepy`) work with mt's models:
+
+- POST /translate: `q` (a string, or in JSON a list), `source` (a code or `auto`), `target`,
+  `format` (text or html), `alternatives`, `api_key`; in JSON, form data or the query string. The
+  answer is `translatedText` shaped as `q` was, with `detectedLanguage` for auto (one per item of
+  a list, where LibreTranslate detects once for the whole batch) and `alternatives` when asked.
+- POST /detect, GET /languages, GET /frontend/settings, POST /translate_file with GET
+  /download_file/NAME, and POST /suggest (off: 403).
+- Errors are {"error": ...} with LibreTranslate's statuses (400, 403, 429, 500) and its messages
+  where it has one; every answer carries its open CORS headers.
+
+mt's own API shares POST /translate and POST /translate_file: a request is LibreTranslate's when it
+comes as a form or names `q`, `source` or `target` without mt's `text` (a file upload: when it
+carries `api_key`, as LibreTranslate's page sends, or asks for JSON). Statuses mt's service gives
+that LibreTranslate has not (413, 422, 503, 504) are said as LibreTranslate would, 400 or 500.
+"""
+
+# No `from __future__ import annotations` here: FastAPI reads the `Request` annotations of the routes at run time.
+import json
+import re
+import time
+import uuid
+from pathlib import Path
+
+from mt.formats import EXTENSIONS
+from mt.serving.languages import detect_ranked, name_of
+from mt.serving.requests import Limits
+from mt.serving.service import Pair, Refused, Service
+
+CORS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Headers": "Authorization, Content-Type",
+    "Access-Control-Expose-Headers": "Authorization",
+    "Access-Control-Allow-Methods": "GET, POST",
+    "Access-Control-Allow-Credentials": "true",
+    "Access-Control-Max-Age": "1728000",
+}
+FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+KEEP_FILES_S = 30 * 60  # translated files wait this long to be downloaded, as LibreTranslate's do
+
+
+def _content_type(request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def speaks_libretranslate(request, raw: bytes) -> bool:
+    """Whether a POST /translate is LibreTranslate's: a form, a `q` in the query string, or a JSON
+    object that names `q`, `source` or `target` and not mt's `text`."""
+    if _content_type(request) in FORMS or "q" in request.query_params:
+        return True
+    try:
+        body = json.loads(raw) if raw[:1] == b"{" and len(raw) < (1 << 20) else None
+    except ValueError:
+        return False
+    return isinstance(body, dict) and "text" not in body and any(k in body for k in ("q", "source", "target"))
+
+
+async def fields(request, raw: bytes, limits: Limits) -> dict:
+    """A request's parameters as LibreTranslate reads them: a JSON object, or the query string
+    and the form (the query string first)."""
+    if len(raw) > limits.max_body_bytes:
+        raise Refused(400, f"Invalid request: the body has {len(raw):,} bytes; the limit is {limits.max_body_bytes:,}")
+    kind = _content_type(request)
+    if kind == "application/json" or kind.endswith("+json"):
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise Refused(400, "Invalid JSON format") from None
+        if not isinstance(body, dict):
+            raise Refused(400, "Invalid JSON format")
+        if _has_surrogates(body):
+            raise Refused(400, "Invalid request: a text holds unpaired surrogates (\\ud800-\\udfff), not characters")
+        return body
+    form = {}
+    if kind in FORMS:
+        from starlette.requests import Request
+
+        async def replay():
+            return {"type": "http.request", "body": raw, "more_body": False}
+
+        try:
+            parsed = await Request(request.scope, replay).form(max_files=0, max_fields=64)
+        except Exception as e:  # noqa: BLE001 - the form parser's errors, said to the client
+            raise Refused(400, f"Invalid request: {str(e)[:160]}") from None
+        form = {k: v for k, v in parsed.items() if isinstance(v, str)}
+    return form | dict(request.query_params)
+
+
+def _has_surrogates(value) -> bool:
+    """Whether JSON's escapes put a lone surrogate into any string of `value` (no UTF-8 can say it)."""
+    if isinstance(value, str):
+        return any("\ud800" <= c <= "\udfff" for c in value)
+    if isinstance(value, dict):
+        return any(_has_surrogates(k) or _has_surrogates(v) for k, v in value.items())
+    return isinstance(value, list) and any(_has_surrogates(v) for v in value)
+
+
+def _client(request, values: dict) -> str:
+    return values.get("api_key") or (request.client.host if request.client else "unknown")
+
+
+def _required(values: dict, name: str):
+    value = values.get(name)
+    if value in (None, "", []):
+        raise Refused(400, f"Invalid request: missing {name} parameter")
+    return value
+
+
+def _alternatives(values: dict, limits: Limits) -> int:
+    raw = values.get("alternatives", 0)
+    try:
+        count = max(0, int(raw))
+    except (TypeError, ValueError, OverflowError):
+        raise Refused(400, "Invalid request: alternatives parameter is not a number") from None
+    if count >= limits.max_beam:
+        raise Refused(400, f"Invalid request: alternatives parameter must be <= {limits.max_beam - 1}")
+    return count
+
+
+def _route(service: Service, source: str, target: str) -> Pair | None:
+    """The pair from `source` to `target` (None: the same language, which comes back as it is)."""
+    for code in (source, target):
+        if code not in service.languages():
+            raise Refused(400, f"{code} is not supported")
+    if source == target:
+        return None
+    if (source, target) not in service.pairs:
+        held = ", ".join(p.name for p in service.pairs.values())
+        raise Refused(400, f"{name_of(target)} ({target}) is not available as a target language from "
+                           f"{name_of(source)} ({source}); this server translates {held}")  # fmt: skip
+    return service.pairs[(source, target)]
+
+
+async def _translate_group(service: Service, pair: Pair | None, texts: list[str], fmt: str, alternatives: int):
+    """Texts of one source language: (translations, alternatives of each). Alternatives come from
+    n-best lists, which take a text as one sentence: a text longer than the model takes, or of
+    several lines, is translated whole without them."""
+    none = [[] for _ in texts]
+    if pair is None:
+        return texts, none
+    options, limit = pair.translator.options, pair.translator.max_src_tokens
+    if fmt == "html":
+        return [await service.translate_document(pair, t, "html", options) for t in texts], none
+    encode = pair.translator.tokenizer.encode
+    fits = [bool(alternatives) and "\n" not in t and len(encode(t)) <= limit for t in texts]
+    out, others = list(texts), none
+    whole = [i for i, f in enumerate(fits) if not f]
+    if whole:
+        for i, text in zip(whole, (await service.translate(pair, [texts[i] for i in whole], options))[0]):
+            out[i] = text
+    short = [i for i, f in enumerate(fits) if f]
+    if short:
+        n_best = options.replace(beam=max(options.beam, alternatives + 1), n_best=alternatives + 1)
+        best, found = await service.translate(pair, [texts[i] for i in short], n_best)
+        for i, top, hyps in zip(short, best, found):
+            out[i], others[i] = top, list(dict.fromkeys(h.text for h in hyps[1:] if h.text and h.text != top))
+    return out, others
+
+
+async def translate(service: Service, request, raw: bytes, limits: Limits) -> dict:
+    service.available()
+    values = await fields(request, raw, limits)
+    q = values.get("q")
+    service.admit(values.get("api_key"), _client(request, values), len(q) if isinstance(q, list) and q else 1)
+    q, source, target = _required(values, "q"), _required(values, "source"), _required(values, "target")
+    alternatives = _alternatives(values, limits)
+    batch = isinstance(q, list)
+    texts = q if batch else [q]
+    if not all(isinstance(t, str) for t in [*texts, source, target]):
+        raise Refused(400, "Invalid request: q, source and target must be strings (q may be a list of them)")
+    if _content_type(request) in FORMS:
+        texts = ["\n".join(t.splitlines()) for t in texts]
+    source, target = source.lower(), target.lower()
+    _route(service, target if source == "auto" else source, target)  # the languages exist: said before any work
+    fmt = values.get("format") or "text"
+    if fmt not in ("text", "html"):
+        raise Refused(400, f"{fmt} format is not supported")
+    detected = _detected(service, texts) if source == "auto" else None
+    sources = [d["language"] for d in detected] if detected else [source] * len(texts)
+    out, alts = [None] * len(texts), [None] * len(texts)
+    for code in dict.fromkeys(sources):  # each source language's texts, batched together
+        rows = [i for i, s in enumerate(sources) if s == code]
+        pair = _route(service, code, target)
+        done, others = await _translate_group(service, pair, [texts[i] for i in rows], fmt, alternatives)
+        for i, text, more in zip(rows, done, others):
+            out[i], alts[i] = text, more
+    answer = {"translatedText": out if batch else out[0]}
+    if detected:
+        answer["detectedLanguage"] = detected if batch else detected[0]
+    if alternatives:
+        answer["alternatives"] = alts if batch else alts[0]
+    return answer
+
+
+def _detected(service: Service, texts: list[str]) -> list[dict]:
+    """Each text's language among those the server translates from, LibreTranslate's way (0-100)."""
+    ranked = detect_ranked(texts, service.sources())
+    return [{"confidence": float(round(found[0][1] * 100)), "language": found[0][0]} for found in ranked]
+
+
+async def detect(service: Service, request, raw: bytes, limits: Limits):
+    """Per text, up to three languages with their confidence, likeliest first; for a list of texts,
+    one such list per text."""
+    values = await fields(request, raw, limits)
+    service.admit(values.get("api_key"), _client(request, values))
+    q = _required(values, "q")
+    texts = q if isinstance(q, list) else [q]
+    if not all(isinstance(t, str) for t in texts):
+        raise Refused(400, "Invalid request: q must be a string or a list of strings")
+    service.available()
+    ranked = [
+        [{"confidence": float(round(p * 100)), "language": code} for code, p in found[:3]]
+        for found in detect_ranked(texts, service.sources())
+    ]
+    return ranked if isinstance(q, list) else ranked[0]
+
+
+def languages(service: Service) -> list[dict]:
+    """Every language the server reads or writes, with the targets it reaches from it (itself included)."""
+    service.available()
+    out = []
+    for code in service.languages():
+        targets = sorted({code} | {t for s, t in service.pairs if s == code})
+        out.append({"code": code, "name": name_of(code), "targets": targets})
+    return out
+
+
+def settings(service: Service, limits: Limits) -> dict:
+    service.available()
+    first = next(iter(service.pairs.values()))
+    return {
+        "apiKeys": service.keys is not None,
+        "charLimit": limits.max_chars,
+        "filesTranslation": True,
+        "frontendTimeout": 500,
+        "keyRequired": service.keys is not None,
+        "language": {
+            "source": {"code": "auto", "name": "Auto Detect"},
+            "target": {"code": first.target, "name": name_of(first.target)},
+        },
+        "suggestions": False,
+        "supportedFilesFormat": sorted(EXTENSIONS),
+    }
+
+
+async def translate_file(service: Service, request, form, limits: Limits) -> dict:
+    """A file translated and kept for download: {"translatedFileUrl": ...}, as LibreTranslate answers."""
+    values = {k: v for k, v in form.items() if isinstance(v, str)}
+    service.admit(values.get("api_key"), _client(request, values))
+    upload = form["file"]
+    if not upload.filename:
+        raise Refused(400, "Invalid request: missing file parameter")
+    source, target = _required(values, "source").lower(), _required(values, "target").lower()
+    suffix = Path(upload.filename).suffix
+    if suffix not in EXTENSIONS:
+        raise Refused(400, "Invalid request: file format not supported")
+    if source == "auto":
+        reaching = [s for s, t in service.pairs if t == target]
+        if len(reaching) != 1:
+            raise Refused(400, f"Invalid request: give source for a file; several languages translate to {target}")
+        source = reaching[0]
+    pair = _route(service, source, target)
+    data = await upload.read()
+    fmt, options = EXTENSIONS[suffix], pair.translator.options if pair else None
+    out = data if pair is None else await service.translate_document(pair, data, fmt, options, upload.filename)
+    safe = re.sub(r"[^\w.-]", "_", Path(upload.filename).stem)[:100] or "document"
+    name = f"{uuid.uuid4().hex}.{safe}_{target}{suffix}"
+    folder = service.downloads()
+    _forget_old(folder)
+    (folder / name).write_bytes(out)
+    return {"translatedFileUrl": f"{request.base_url}download_file/{name}"}
+
+
+def _forget_old(folder: Path) -> None:
+    for old in folder.iterdir():
+        if old.stat().st_mtime < time.time() - KEEP_FILES_S:
+            old.unlink(missing_ok=True)
+
+
+def download(service: Service, filename: str):
+    from fastapi.responses import FileResponse
+
+    folder = service.downloads()
+    path = (folder / filename).resolve()
+    if path.parent != folder.resolve() or not re.fullmatch(r"[0-9a-f]{32}\.[\w.-]+", filename):
+        raise Refused(400, "Invalid filename")
+    if not path.is_file():
+        raise Refused(400, "Invalid filename: no such file here (files are kept 30 minutes)")
+    return FileResponse(path, filename=filename.split(".", 1)[1])
+
+
+def add_routes(app, service: Service, limits: Limits) -> None:
+    """LibreTranslate's own paths; POST /translate and /translate_file are shared with mt's API."""
+    from fastapi import Request
+
+    @app.post("/detect")
+    async def detect_route(request: Request):
+        return await detect(service, request, await request.body(), limits)
+
+    @app.get("/languages")
+    async def languages_route():
+        return languages(service)
+
+    @app.get("/frontend/settings")
+    async def settings_route():
+        return settings(service, limits)
+
+    @app.get("/download_file/{filename}")
+    async def download_route(request: Request, filename: str):
+        service.admit(None, request.client.host if request.client else "unknown", check_key=False)
+        return download(service, filename)
+
+    @app.post("/suggest")
+    async def suggest_route():
+        raise Refused(403, "Suggestions are disabled on this server.")

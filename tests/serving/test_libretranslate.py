@@ -1,0 +1,159 @@
+"""LibreTranslate's API on mt.serve, driven by a real client (libretranslatepy) and by plain HTTP
+as LibreTranslate's own server answers: two language pairs on one server, detection, keys, rates,
+form data, CORS and files."""
+
+import shutil
+import urllib.error
+
+import pytest
+from test_serve import start_server, stop
+
+httpx = pytest.importorskip("httpx", reason="the dev extra is not installed (pip install -e '.[dev]')")
+pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'mt[serve]'); .ci/run installs it")
+libretranslatepy = pytest.importorskip(
+    "libretranslatepy", reason="the dev extra is not installed (pip install -e '.[dev]')"
+)
+
+KEYS = ["good-key", "burst-key"]
+RATE = 40  # requests a minute a client; the burst test goes past it with a key of its own
+
+
+def relabelled(run_dir, folder, source, target):
+    """A copy of a run that says it translates `source` to `target`: a second pair for the server."""
+    from mt.checkpoint import load_checkpoint, save_checkpoint
+
+    shutil.copytree(run_dir, folder, ignore=shutil.ignore_patterns("last.pt"))
+    ckpt = load_checkpoint(folder / "best.pt")
+    ckpt["config"]["data"] |= {"src_lang": source, "tgt_lang": target}
+    save_checkpoint(folder / "best.pt", ckpt)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(run_dir, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("libretranslate")
+    (tmp / "keys").write_text("# one key a line\n" + "\n".join(KEYS) + "\n")
+    en_de = relabelled(run_dir, tmp / "en_de", "en", "de")
+    proc, url = start_server(run_dir, "--pair", str(en_de), "--api-keys", str(tmp / "keys"), "--rate-limit", str(RATE))
+    yield url
+    stop(proc)
+
+
+def client(url, key="good-key"):
+    return libretranslatepy.LibreTranslateAPI(url + "/", api_key=key)
+
+
+def test_a_libretranslate_client_translates_detects_and_lists_the_pairs(server):
+    lt = client(server)
+    assert lt.translate("le chat noir", "fr", "en") == "the black cat"
+    assert lt.translate("le chien blanc", "auto", "en") == "the white dog"
+    assert lt.detect("Le chat est noir et le chien est blanc.")[0] == {"confidence": 100.0, "language": "fr"}
+    languages = {item["code"]: item for item in lt.languages()}
+    assert languages["fr"] == {"code": "fr", "name": "French", "targets": ["en", "fr"]}
+    assert languages["en"]["targets"] == ["de", "en"] and languages["de"]["name"] == "German"
+
+
+def test_a_wrong_key_a_missing_key_and_an_unknown_pair_are_refused(server):
+    with pytest.raises(urllib.error.HTTPError) as wrong:
+        client(server, "bad-key").translate("le chat noir", "fr", "en")
+    assert wrong.value.code == 403
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        client(server, None).translate("le chat noir", "fr", "en")
+    assert missing.value.code == 400
+    with pytest.raises(urllib.error.HTTPError) as unknown:
+        client(server).translate("le chat noir", "fr", "de")
+    assert unknown.value.code == 400
+    body = httpx.post(f"{server}/translate", json={"q": "x", "source": "fr", "target": "de", "api_key": "good-key"})
+    assert body.status_code == 400 and "this server translates fr->en, en->de" in body.json()["error"]
+
+
+def post(url, path="/translate", **kw):
+    return httpx.post(url + path, timeout=30, **kw)
+
+
+def test_a_list_is_translated_and_detected_item_by_item(server):
+    answer = post(server, json={"q": ["le chat noir", "The dog.", "le chien blanc"], "source": "auto", "target": "en",
+                                "api_key": "good-key", "alternatives": 2})  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["translatedText"][0] == "the black cat" and body["translatedText"][1] == "The dog."  # en -> en
+    assert [d["language"] for d in body["detectedLanguage"]] == ["fr", "en", "fr"]
+    assert all(0 <= d["confidence"] <= 100 for d in body["detectedLanguage"])
+    assert len(body["alternatives"]) == 3 and all("the black cat" != a for a in body["alternatives"][0])
+    detected = post(server, "/detect", json={"q": ["Le chat est noir.", "The dog is white."], "api_key": "good-key"})
+    assert [found[0]["language"] for found in detected.json()] == ["fr", "en"]
+
+
+def test_json_form_data_and_the_query_string_are_all_read_and_cors_is_open(server):
+    fields = {"q": "le chat noir", "source": "fr", "target": "en", "api_key": "good-key"}
+    for sent in (post(server, json=fields), post(server, data=fields), post(server, files={"x": ("", "")}, data=fields),
+                 post(server, params=fields)):  # fmt: skip
+        assert sent.status_code == 200 and sent.json() == {"translatedText": "the black cat"}, sent.text
+        assert sent.headers["access-control-allow-origin"] == "*"
+    refused = post(server, json={"source": "fr", "target": "en", "api_key": "good-key"})
+    assert refused.status_code == 400 and refused.json() == {"error": "Invalid request: missing q parameter"}
+    assert refused.headers["access-control-allow-methods"] == "GET, POST"
+    preflight = httpx.options(f"{server}/translate", headers={"Origin": "https://example.org"})
+    assert (
+        preflight.status_code == 200
+        and preflight.headers["access-control-allow-headers"] == "Authorization, Content-Type"
+    )
+
+
+@pytest.mark.parametrize(
+    "fields, status, message",
+    [
+        ({"source": "fr", "target": "en"}, 400, "Invalid request: missing q parameter"),
+        ({"q": "x", "target": "en"}, 400, "Invalid request: missing source parameter"),
+        ({"q": "x", "source": "fr"}, 400, "Invalid request: missing target parameter"),
+        ({"q": "x", "source": "xx", "target": "en"}, 400, "xx is not supported"),
+        ({"q": "x", "source": "fr", "target": "zz"}, 400, "zz is not supported"),
+        ({"q": "x", "source": "fr", "target": "en", "format": "xml"}, 400, "xml format is not supported"),
+        (
+            {"q": "x", "source": "fr", "target": "en", "alternatives": "many"},
+            400,
+            "alternatives parameter is not a number",
+        ),
+        ({"q": "x" * 3000, "source": "fr", "target": "en"}, 400, "the limit is 2000 (--max-chars)"),
+        ({"q": [1, 2], "source": "fr", "target": "en"}, 400, "must be strings"),
+    ],
+)
+def test_errors_are_said_as_libretranslate_says_them(server, fields, status, message):
+    answer = post(server, json=fields | {"api_key": "good-key"})
+    assert answer.status_code == status and message in answer.json()["error"], answer.text
+
+
+def test_settings_files_and_the_mt_api_on_the_same_server(server):
+    settings = httpx.get(f"{server}/frontend/settings").json()
+    assert settings["apiKeys"] and settings["keyRequired"] and ".docx" in settings["supportedFilesFormat"]
+    sent = post(server, "/translate_file", files={"file": ("page.html", "<p>le chat noir</p>")},
+                data={"source": "fr", "target": "en", "api_key": "good-key"})  # fmt: skip
+    assert sent.status_code == 200, sent.text
+    fetched = httpx.get(sent.json()["translatedFileUrl"])
+    assert (
+        fetched.text == "<p>the black cat</p>" and 'filename="page_en.html"' in fetched.headers["content-disposition"]
+    )
+    odd = post(
+        server,
+        "/translate_file",
+        files={"file": ("data.xyz", "x")},
+        data={"source": "fr", "target": "en", "api_key": "good-key"},
+    )
+    assert odd.status_code == 400 and odd.json()["error"] == "Invalid request: file format not supported"
+    assert httpx.get(f"{server}/download_file/../../etc/passwd").status_code in (400, 404)
+    mt = post(server, json={"text": ["le chat noir"], "beam": 1, "api_key": "good-key"})
+    assert mt.status_code == 200 and mt.json()["translations"] == ["the black cat"]
+    assert post(server, json={"text": ["le chat noir"]}).status_code == 400  # keys hold for mt's own API too
+    info = httpx.get(f"{server}/info").json()
+    assert [(p["source_language"], p["target_language"]) for p in info["pairs"]] == [("fr", "en"), ("en", "de")]
+
+
+def test_a_client_past_the_rate_limit_is_told_to_slow_down(server):
+    answers = [
+        post(server, "/detect", json={"q": "le chat", "api_key": "burst-key"}).status_code for _ in range(RATE + 2)
+    ]
+    assert answers[:RATE] == [200] * RATE and answers[RATE:] == [429, 429]
+    assert (
+        post(server, "/detect", json={"q": "le chat", "api_key": "burst-key"}).json()["error"]
+        == f"Slowdown: {RATE} per 1 minute"
+    )
