@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mt.errors import UserError
+from mt.glossary import Glossary
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class DecodeOptions:
     n_best: int = 1  # hypotheses returned per input (at most beam)
     scoring: Literal["gnmt", "marian"] = "gnmt"  # gnmt: mt's recipes; marian: as transformers scores (imports)
     renormalize: bool | None = None  # softmax over the producible tokens only; null: as scoring says (gnmt yes)
+    glossary: Glossary | None = None  # terms the output must use (--glossary FILE; a request's "glossary")
 
     def __post_init__(self):
         _check(self)
@@ -90,6 +92,10 @@ def _check(o: DecodeOptions) -> None:
         raise UserError("top_k and top_p restrict sampling: give a temperature > 0 too")
     if o.renormalize is not None and not isinstance(o.renormalize, bool):
         raise UserError(f"renormalize must be true, false or null, got {o.renormalize!r}")
+    if o.glossary is not None and not isinstance(o.glossary, Glossary):
+        raise UserError("glossary must be a Glossary (mt.glossary.read_glossary, Glossary.of) or null")
+    if o.glossary and o.sampling:
+        raise UserError("a glossary constrains beam search (and greedy decoding), not sampling")
     if o.scoring not in ("gnmt", "marian"):
         raise UserError(f"scoring must be 'gnmt' or 'marian', got {o.scoring!r}")
     if not 1 <= o.n_best <= o.beam:

@@ -8,6 +8,7 @@ import dataclasses
 
 from mt.decode_options import DecodeOptions
 from mt.errors import UserError
+from mt.glossary import read_glossary
 from mt.inference.loading import DEFAULT_MODEL
 from mt.inference.translator import load_translator
 
@@ -77,6 +78,7 @@ def add_decoding_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="with --sample (default 0)")
     p.add_argument("--length-penalty", type=float, help="beam search length normalisation (default: the recipe's)")
     add_scoring_arg(p)
+    add_glossary_arg(p)
     p.add_argument("--max-len", type=int, help="most output tokens per sentence (default: twice the source plus 10)")
     p.add_argument("--n-best", type=int, help="print the N best hypotheses per input with their scores (N <= beam)")
 
@@ -88,6 +90,20 @@ def add_scoring_arg(p: argparse.ArgumentParser) -> None:
         help="how beam search divides by length and when it stops, and how scores are normalised: gnmt "
         "(mt's recipes) or marian (as transformers and Marian, for imported models); default: the run's",
     )
+
+
+def add_glossary_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--glossary",
+        metavar="FILE",
+        help="terms the translation must use: 'source<TAB>target' a line (target variants as a|b; a term that "
+        "is its own target is kept as it is), written by constrained beam search",
+    )
+
+
+def glossary_of(args: argparse.Namespace):
+    """The --glossary file read (None without the flag)."""
+    return read_glossary(args.glossary) if getattr(args, "glossary", None) else None
 
 
 def from_args(args: argparse.Namespace, defaults: DecodeOptions) -> DecodeOptions:
@@ -102,6 +118,9 @@ def from_args(args: argparse.Namespace, defaults: DecodeOptions) -> DecodeOption
         "beam": 1 if args.greedy or args.sample else args.beam,
         "temperature": 0.0 if args.greedy or args.beam else None,
     }
+    changes["glossary"] = glossary_of(args)
+    if changes["glossary"] and args.sample:
+        raise UserError("--glossary constrains beam search (and --greedy), not --sample")
     if args.sample:
         temperature = 1.0 if args.temperature is None else args.temperature
         if temperature <= 0:

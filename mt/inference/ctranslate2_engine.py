@@ -153,6 +153,8 @@ class CTranslate2Translator:
         from mt.inference.search import Hypothesis
 
         o = (options or self.options).replace(**changes)
+        if o.glossary:
+            raise UserError("the CTranslate2 engine has no constrained search to hold a glossary to: use --engine mt")
         self._say_what_is_not_followed(o)
         if o.sampling:
             import ctranslate2

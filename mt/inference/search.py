@@ -114,13 +114,20 @@ class Decoder:
         <pad> and <START> are never produced. normalize=False leaves one model's logits as they are."""
         return self._scores(self._states(tokens, last_only), slice(None), normalize)
 
-    def best_next(self, tokens: torch.Tensor, count: int, forced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def best_next(
+        self, tokens: torch.Tensor, count: int, forced: torch.Tensor, extra: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, ...]:
         """Each row's `count` most likely next tokens, (B, count) log-probabilities and ids, best
-        first; rows `forced` (at their length limit) produce <END> alone. Computed in slices of
-        rows (`_row_slices`), so the whole (B, V) log-probabilities never exist at once on a CPU."""
+        first; rows `forced` (at their length limit) produce <END> alone. With `extra`, (B, M)
+        token ids, their log-probabilities too, (B, M). Computed in slices of rows
+        (`_row_slices`), so the whole (B, V) log-probabilities never exist at once on a CPU."""
         states = self._states(tokens)
         count = min(count, self.vocab)
-        parts = [topk_rows(_only_end(self._scores(states, rows), forced[rows]), count) for rows in self._slices(states)]
+        parts = []
+        for rows in self._slices(states):
+            logp = _only_end(self._scores(states, rows), forced[rows])
+            top = topk_rows(logp, count)
+            parts.append(top if extra is None else (*top, logp.gather(1, extra[rows])))
         return _joined(parts)
 
     def greedy_next(self, tokens: torch.Tensor, forced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -209,11 +216,11 @@ def _row_slices(rows: int, vocab: int, device: torch.device) -> list[slice]:
     return [slice(start, start + size) for start in range(0, rows, size)]
 
 
-def _joined(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pairs of tensors from slices of rows, joined along the rows (one slice: as it is)."""
+def _joined(parts: list[tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, ...]:
+    """Tuples of tensors from slices of rows, joined along the rows (one slice: as it is)."""
     if len(parts) == 1:
         return parts[0]
-    return torch.cat([a for a, _ in parts]), torch.cat([b for _, b in parts])
+    return tuple(torch.cat(column) for column in zip(*parts))
 
 
 def _kept(held: torch.Tensor, rows: torch.Tensor, moves: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
@@ -368,6 +375,54 @@ class _Finished:
         self.scores, self.ids = self.scores[rows], self.ids[rows]
 
 
+@dataclass
+class Choice:
+    """What a beam-search step chose, per live sentence: candidates (n, C) that finish here (their
+    total log-probabilities, the rows they extend, and where they finish), and the K that go on
+    (n, K): their totals, the rows they extend and their tokens."""
+
+    candidate_scores: torch.Tensor
+    candidate_rows: torch.Tensor
+    finishing: torch.Tensor
+    scores: torch.Tensor
+    rows: torch.Tensor
+    tokens: torch.Tensor
+    offsets: torch.Tensor | None = None  # (n, C) added to a finishing candidate's normalised score
+
+
+class TopK:
+    """Plain beam search's step: the K best one-token extensions of a sentence's beams go on, and
+    those among them that end finish. Strategies over the same step (mt/inference/constraints.py)
+    keep this shape: what they score besides each row's best tokens, what they choose, and the state
+    they keep per beam, which follows the beams as the search reorders and drops them."""
+
+    def __init__(self, beam: int):
+        self.k = beam
+
+    def extra_tokens(self) -> torch.Tensor | None:
+        return None  # (rows, M) token ids to score besides each row's best, for strategies that need them
+
+    def choose(self, scores, top_logp, top_tokens, extra_logp, forced, done) -> Choice:
+        k = self.k
+        top_scores, origin, token = _best_extensions(scores, top_logp, top_tokens, 2 * k)  # (n, 2K) each
+        ended = token == END
+        first_k = torch.arange(2 * k, device=scores.device) < k  # only ends among the K best finish
+        kept, keep = torch.where(ended, float("-inf"), top_scores).topk(k, dim=1)  # (n, K): the K that go on
+        return Choice(
+            top_scores, origin, ended & first_k & ~done[:, None], kept, origin.gather(1, keep), token.gather(1, keep)
+        )
+
+    def reorder(self, order: torch.Tensor) -> None:
+        """The beams of each sentence were put in `order` (n, K)."""
+
+    def keep(self, live: torch.Tensor) -> None:
+        """Only the sentences `live` go on."""
+
+    def settle(self, scores: torch.Tensor) -> torch.Tensor:
+        """The final (B, N) scores, as the strategy reports them."""
+        return scores
+
+
 @torch.no_grad()
 def beam_search(
     models,
@@ -379,14 +434,17 @@ def beam_search(
     n_best: int = 1,
     scoring: str = "gnmt",
     whole_vocabulary: bool | None = None,
+    choice: TopK | None = None,
 ) -> tuple[list[list[list[int]]], torch.Tensor]:
     """Batched beam search: hypotheses ending among the `beam` best candidates finish, scored by
     log-probability / length penalty (`scoring`: `_length_penalty`). A sentence is done when the
     worst of its finished hypotheses it keeps beats every live beam at the current length: it keeps
     `n_best` (gnmt), or `beam` as transformers' beam search does (marian). Returns each sentence's
     `n_best` ids (no <END>), best first, and (B, N) scores. `whole_vocabulary`: as
-    DecodeOptions.whole_vocabulary (default: as `scoring` says)."""
+    DecodeOptions.whole_vocabulary (default: as `scoring` says). `choice`: what each step keeps
+    (default `TopK`; constrained search: mt/inference/constraints.py)."""
     k, device, b = beam, src.device, src.size(0)
+    choice = choice or TopK(k)
     whole_vocabulary = scoring == "marian" if whole_vocabulary is None else whole_vocabulary
     limits = output_limits(src, _max_positions(models), max_len)  # (B,)
     steps = int(limits.max())
@@ -399,7 +457,6 @@ def beam_search(
     history = torch.full((b * k, steps), PAD, dtype=torch.long, device=device)
     scores = torch.zeros((b, 1), device=device)  # one beam a sentence until the first step has run
     done = torch.zeros(b, dtype=torch.bool, device=device)
-    first_k = torch.arange(2 * k, device=device) < k  # (2K,)
     check_every = _finished_every(device)
     for t in range(steps):
         n = sent.size(0)
@@ -407,17 +464,18 @@ def beam_search(
         inputs = tokens if state.cached or t == 0 else torch.cat([torch.full_like(prefix[:, :1], START), prefix], 1)
         width = inputs.size(0) // n  # beams per sentence in this step: 1 at the first, then K
         forced = (limits[sent] == t + 1).repeat_interleave(width)  # (n*width,)
-        top_logp, top_tokens = state.best_next(inputs, 2 * k, forced)  # (n*width, 2K) each
-        top_scores, origin, token = _best_extensions(scores[:, :width], top_logp, top_tokens, 2 * k)  # (n, 2K) each
-        ended = token == END
+        extra = choice.extra_tokens()
+        top_logp, top_tokens, *extra_logp = state.best_next(inputs, 2 * k, forced, extra)  # (n*width, 2K) each
+        chosen = choice.choose(scores[:, :width], top_logp, top_tokens, extra_logp[0] if extra_logp else None,
+                               forced.view(n, width)[:, 0], done)  # fmt: skip
         lp = _length_penalty(t + 1, length_penalty, scoring)
-        _add_finished(finished, ended & first_k & ~done[:, None], top_scores, lp, history, origin, t)
-        scores, keep = torch.where(ended, float("-inf"), top_scores).topk(k, dim=1)  # (n, K): the K that go on
-        done |= finished.scores[:, -1] >= scores[:, 0] / lp
-        rows, new_tokens = origin.gather(1, keep), token.gather(1, keep)  # (n, K): the beams they extend
+        _add_finished(finished, chosen, lp, history, t)
+        scores, rows, new_tokens = chosen.scores, chosen.rows, chosen.tokens  # (n, K): the beams that go on
+        done |= finished.scores[:, -1] >= scores.max(dim=1).values / lp
         if width == k and device.type == "cpu":  # beams in their parents' rows: the caches move fewer
             order = _in_parent_rows(rows)
             scores, rows, new_tokens = (x.gather(1, order) for x in (scores, rows, new_tokens))
+            choice.reorder(order)
         live = None
         if (t + 1) % check_every == 0:
             n_done = int(done.sum())
@@ -428,6 +486,7 @@ def beam_search(
                 _store(result, finished, sent, done.nonzero().squeeze(1))
                 finished.select(live)
                 sent, done, scores, rows, new_tokens = (x[live] for x in (sent, done, scores, rows, new_tokens))
+                choice.keep(live)
         rows, new_tokens = rows.view(-1), new_tokens.view(-1)
         history = history[rows]
         history[:, t] = new_tokens
@@ -435,7 +494,7 @@ def beam_search(
         tokens = new_tokens[:, None]
     _store(result, finished, sent, torch.arange(sent.size(0), device=device))
     ids = [[_until_end(h) for h in sentence[:n_best]] for sentence in result.ids.tolist()]
-    return ids, result.scores[:, :n_best]
+    return ids, choice.settle(result.scores[:, :n_best])
 
 
 def _in_parent_rows(rows: torch.Tensor) -> torch.Tensor:
@@ -455,15 +514,16 @@ def _in_parent_rows(rows: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(slot).scatter_(1, slot, beams.expand(n, k))  # (n, K): the beam each row takes
 
 
-def _add_finished(finished: _Finished, final, top_scores, lp: float, history, origin, t: int) -> None:
-    """Candidates (n, 2K) that end here (`final`, where their score is finite) join their
-    sentences' finished hypotheses, scored by log-probability / length penalty `lp`."""
-    final = final & top_scores.isfinite()
+def _add_finished(finished: _Finished, chosen: Choice, lp: float, history, t: int) -> None:
+    """A step's candidates (n, C) that end here (`chosen.finishing`, where their score is finite)
+    join their sentences' finished hypotheses, scored by log-probability / length penalty `lp`."""
+    final = chosen.finishing & chosen.candidate_scores.isfinite()
     if history.device.type == "cpu" and not bool(final.any()):  # most steps finish nothing; reading that is free on CPU
         return
-    candidates = history[origin.view(-1)].view(*final.shape, history.size(1))
+    candidates = history[chosen.candidate_rows.view(-1)].view(*final.shape, history.size(1))
     candidates[:, :, t] = END
-    finished.add(torch.where(final, top_scores / lp, float("-inf")), candidates)
+    normalised = chosen.candidate_scores / lp + (0.0 if chosen.offsets is None else chosen.offsets)
+    finished.add(torch.where(final, normalised, float("-inf")), candidates)
 
 
 def _best_extensions(scores: torch.Tensor, top_logp: torch.Tensor, top_tokens: torch.Tensor, count: int):

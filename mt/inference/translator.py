@@ -16,6 +16,7 @@ import torch
 from mt.data.vocab import END
 from mt.decode_options import DecodeOptions
 from mt.errors import UserError
+from mt.inference.constraints import Constraints, DynamicBeamAllocation, build_constraints, word_continuations
 from mt.inference.loading import DEFAULT_MODEL, load_models
 from mt.inference.processes import DecodingProcesses, ProcessDied
 from mt.inference.search import Hypothesis, beam_search, greedy_or_sample, target_logprobs
@@ -30,9 +31,11 @@ class Translator:
         self.models = models if isinstance(models, list) else [models]
         self.model = self.models[0]
         self.max_src_tokens = min(m.max_len for m in self.models) - 1  # room for the source's <END>
+        self.vocab = self.model.embed.tokens.num_embeddings
         self.options = cfg.decode  # the recipe's decode section: the defaults
         self.source: tuple | None = None  # (run dirs, quantize) as loaded: what worker processes load
         self.processes: DecodingProcesses | None = None
+        self.said: set[str] = set()  # the warnings given, each once
 
     @classmethod
     def load(
@@ -120,7 +123,12 @@ class Translator:
         generator = torch.Generator(device=self.device).manual_seed(o.seed)
         found = [[Hypothesis("", 0.0, [])] for _ in sentences]  # empty in, empty out
         jobs = list(self.batches(self.encode(sentences, warn_truncated), batch_size))
-        decoded = self._decode([src for _, src in jobs], o, use_cache, generator, workers, progress)
+        terms = self._constraints(sentences, o) if o.glossary else None
+        if terms is not None:
+            constrained = [[terms[i] for i in rows] for rows, _ in jobs]
+            decoded = self._decode_constrained([src for _, src in jobs], constrained, o, use_cache, workers, progress)
+        else:
+            decoded = self._decode([src for _, src in jobs], o, use_cache, generator, workers, progress)
         for (rows, _), (ids, scores) in zip(jobs, decoded):
             for i, outs, row_scores in zip(rows, ids, scores):
                 found[i] = [
@@ -150,6 +158,60 @@ class Translator:
         if progress:
             search = _telling(search, progress)
         return [(ids, scores.tolist()) for ids, scores in self.runtime.map_batches(search, batches, workers)]
+
+    def _constraints(self, sentences: list[str], o: DecodeOptions) -> list[Constraints] | None:
+        """Each sentence's glossary terms as constraints on its output (None: no sentence has one)."""
+        found = [o.glossary.find(s) for s in sentences]
+        if not any(found):
+            return None
+        return build_constraints(self.tokenizer, found, self._warn_once)
+
+    @functools.cache  # noqa: B019 - one table per translator, which lives as long as its model
+    def _continuations(self) -> torch.Tensor:
+        pieces = self.pieces(list(range(min(self.tokenizer.vocab_size, self.vocab))))
+        return word_continuations(pieces + [""] * (self.vocab - len(pieces)))  # rows past the tokenizer's: none
+
+    def _warn_once(self, message: str) -> None:
+        if message not in self.said:
+            self.said.add(message)
+            print(f"warning: {message}", file=sys.stderr)
+
+    def _decode_constrained(self, batches, constrained, o: DecodeOptions, use_cache: bool, workers, progress):
+        """`_decode` for batches whose sentences have constraints, on threads of this process: each
+        batch's sentences with terms by constrained search, the others by the plain one."""
+        of_batch = {id(src): batch for src, batch in zip(batches, constrained)}
+        search = functools.partial(self._search_constrained, o, of_batch=of_batch, use_cache=use_cache)
+        if progress:
+            search = _telling(search, progress)
+        workers = self.runtime.decode_workers(len(batches)) if workers is None else workers
+        return [(ids, scores.tolist()) for ids, scores in self.runtime.map_batches(search, batches, workers)]
+
+    def _search_constrained(self, o: DecodeOptions, src: torch.Tensor, of_batch: dict, use_cache: bool = True):
+        """One batch: rows with constraints by dynamic beam allocation, the rest by plain search. A
+        beam narrower than a sentence's constraint tokens plus one (greedy decoding's, say) cannot
+        give each bank a place: those sentences search with that many beams, as is said once."""
+        sets = of_batch[id(src)]
+        hard = [i for i, c in enumerate(sets) if c.need]
+        easy = [i for i, c in enumerate(sets) if not c.need]
+        ids: list = [None] * len(sets)
+        scores = torch.full((len(sets), o.n_best), float("-inf"))
+        if easy:
+            found, got = self.search_batch(o, src[easy], use_cache)
+            for j, i in enumerate(easy):
+                ids[i], scores[i, : got.size(1)] = found[j], got[j].cpu()
+        if hard:
+            beams = max(o.beam, 1 + max(sets[i].need for i in hard))
+            if beams > o.beam:
+                self._warn_once(f"a glossary's terms need {beams} beams here: {o.name} searches with them")
+            choice = DynamicBeamAllocation(beams, [sets[i] for i in hard], self._continuations().to(src.device))
+            with self.runtime.autocast(training=False):
+                found, got = beam_search(
+                    self.models, src[hard], beams, o.length_penalty, use_cache, o.max_len, o.n_best, o.scoring,
+                    o.whole_vocabulary, choice,
+                )  # fmt: skip
+            for j, i in enumerate(hard):
+                ids[i], scores[i] = found[j], got[j].cpu()
+        return ids, scores
 
     def search_batch(self, o: DecodeOptions, src: torch.Tensor, use_cache: bool = True, generator=None):
         """One batch's n-best ids and (B, N) scores: (B, S) padded source ids with <END>, as

@@ -4,7 +4,6 @@ adapters over one service (mt/serving/service.py), which holds the models by lan
 each model's requests and checks every request (keys, rates, sizes) before any work."""
 
 import argparse
-import dataclasses
 import time
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -14,7 +13,15 @@ from mt.decode_options import FIELDS
 from mt.errors import require_extra
 from mt.formats import FORMATS, MEDIA_TYPES, format_of
 from mt.serving import libretranslate
-from mt.serving.requests import Limits, decode_body, language_fields, parse_request, read_capped, uploaded_file
+from mt.serving.requests import (
+    Limits,
+    decode_body,
+    language_fields,
+    parse_request,
+    read_capped,
+    shown,
+    uploaded_file,
+)
 from mt.serving.service import Refused, Service
 
 
@@ -161,7 +168,7 @@ async def answer(service: Service, raw: bytes, limits: Limits, client: str = "lo
     result = {
         "translations": translations,
         "seconds": round(time.perf_counter() - start, 4),
-        "options": dataclasses.asdict(options),
+        "options": shown(options),
     }
     if found is not None:
         result["n_best"] = [[{"text": h.text, "score": round(h.score, 4)} for h in hyps] for hyps in found]

@@ -2,7 +2,8 @@
 that its clients (browser extensions, CMS plugins, `libretranslatepy`) work with mt's models:
 
 - POST /translate: `q` (a string, or in JSON a list), `source` (a code or `auto`), `target`,
-  `format` (text or html), `alternatives`, `api_key`; in JSON, form data or the query string. The
+  `format` (text or html), `alternatives`, `api_key` (and mt's `glossary`, [[source, target], ...],
+  an extension); in JSON, form data or the query string. The
   answer is `translatedText` shaped as `q` was, with `detectedLanguage` for auto (one per item of
   a list, where LibreTranslate detects once for the whole batch) and `alternatives` when asked.
 - POST /detect, GET /languages, GET /frontend/settings, POST /translate_file with GET
@@ -23,9 +24,10 @@ import time
 import uuid
 from pathlib import Path
 
+from mt.errors import UserError
 from mt.formats import EXTENSIONS
 from mt.serving.languages import detect_ranked, name_of
-from mt.serving.requests import Limits
+from mt.serving.requests import Limits, with_terms
 from mt.serving.service import Pair, Refused, Service
 
 CORS = {
@@ -132,14 +134,15 @@ def _route(service: Service, source: str, target: str) -> Pair | None:
     return service.pairs[(source, target)]
 
 
-async def _translate_group(service: Service, pair: Pair | None, texts: list[str], fmt: str, alternatives: int):
+async def _translate_group(service: Service, pair: Pair | None, texts: list[str], fmt: str, alternatives: int, terms):
     """Texts of one source language: (translations, alternatives of each). Alternatives come from
     n-best lists, which take a text as one sentence: a text longer than the model takes, or of
     several lines, is translated whole without them."""
     none = [[] for _ in texts]
     if pair is None:
         return texts, none
-    options, limit = pair.translator.options, pair.translator.max_src_tokens
+    glossary = _glossary(pair.translator.options.glossary, terms)
+    options, limit = pair.translator.options.replace(glossary=glossary), pair.translator.max_src_tokens
     if fmt == "html":
         return [await service.translate_document(pair, t, "html", options) for t in texts], none
     encode = pair.translator.tokenizer.encode
@@ -176,13 +179,14 @@ async def translate(service: Service, request, raw: bytes, limits: Limits) -> di
     fmt = values.get("format") or "text"
     if fmt not in ("text", "html"):
         raise Refused(400, f"{fmt} format is not supported")
+    terms = values.get("glossary")
     detected = _detected(service, texts) if source == "auto" else None
     sources = [d["language"] for d in detected] if detected else [source] * len(texts)
     out, alts = [None] * len(texts), [None] * len(texts)
     for code in dict.fromkeys(sources):  # each source language's texts, batched together
         rows = [i for i, s in enumerate(sources) if s == code]
         pair = _route(service, code, target)
-        done, others = await _translate_group(service, pair, [texts[i] for i in rows], fmt, alternatives)
+        done, others = await _translate_group(service, pair, [texts[i] for i in rows], fmt, alternatives, terms)
         for i, text, more in zip(rows, done, others):
             out[i], alts[i] = text, more
     answer = {"translatedText": out if batch else out[0]}
@@ -191,6 +195,17 @@ async def translate(service: Service, request, raw: bytes, limits: Limits) -> di
     if alternatives:
         answer["alternatives"] = alts if batch else alts[0]
     return answer
+
+
+def _glossary(server_glossary, terms):
+    """The server's glossary with a request's `glossary` terms added: in JSON a list of [source,
+    target] pairs, in a form the same list as JSON text (an extension of LibreTranslate's API)."""
+    if terms in (None, ""):
+        return server_glossary
+    try:
+        return with_terms(server_glossary, json.loads(terms) if isinstance(terms, str) else terms)
+    except (UserError, ValueError) as e:
+        raise Refused(400, f"Invalid request: glossary: {e}") from None
 
 
 def _detected(service: Service, texts: list[str]) -> list[dict]:

@@ -12,6 +12,7 @@ import re
 
 from mt.decode_options import FIELDS, DecodeOptions
 from mt.errors import UserError
+from mt.glossary import Glossary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +40,7 @@ FLAGS = {
     "max_file_bytes": "--max-file-bytes",
     "max_document_chars": "--max-document-chars",
 }
+MAX_REQUEST_TERMS = 1000  # a request's own glossary terms
 NOT_OPTIONS = ("text", "split", "format", "source", "target", "api_key")  # the body's keys that are no decoding option
 TEXT_FORMATS = ("text", "html", "xhtml", "markdown", "srt")  # what a JSON text may be written in
 _STRING = re.compile(rb'"(?:\\.|[^"\\])*"')
@@ -124,12 +126,33 @@ def parse_request(body, limits: Limits, defaults) -> tuple:
         if isinstance(value, int) and not isinstance(value, bool) and value > ceiling:
             return 422, f"{name} {value} is over the server's ceiling of {ceiling} ({flag})"
     try:
-        options = from_mapping({k: v for k, v in body.items() if k not in NOT_OPTIONS}, defaults)
+        values = {k: v for k, v in body.items() if k not in NOT_OPTIONS}
+        if "glossary" in values:  # [[source, target], ...]: the request's terms, over the server's own
+            values["glossary"] = with_terms(defaults.glossary, values["glossary"])
+        options = from_mapping(values, defaults)
     except (UserError, TypeError) as e:
         return 422, str(e)
     if options.max_len is not None and options.max_len > limits.max_output_len:  # the run's own default
         options = dataclasses.replace(options, max_len=limits.max_output_len)
     return sentences, options, split, fmt
+
+
+def shown(options: DecodeOptions) -> dict:
+    """Decoding options as an answer shows them: a glossary by its number of terms."""
+    out = dataclasses.asdict(dataclasses.replace(options, glossary=None))
+    return out | {"glossary": {"terms": len(options.glossary)} if options.glossary else None}
+
+
+def with_terms(glossary: Glossary | None, pairs) -> Glossary | None:
+    """A glossary with a request's [source, target] pairs added (the request's win a source they share)."""
+    if pairs is None:
+        return glossary
+    if not isinstance(pairs, list) or len(pairs) > MAX_REQUEST_TERMS:
+        raise UserError(f'"glossary" must be a list of at most {MAX_REQUEST_TERMS} [source, target] pairs')
+    requested = Glossary.of(pairs)  # checked on its own: its errors name the request's entries
+    if glossary is None:
+        return requested
+    return Glossary.of([(t.source, "|".join(t.targets)) for t in glossary.terms + requested.terms])
 
 
 def language_fields(body) -> tuple[str | None, str | None]:

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.errors import UserError
-from mt.flags import open_translator
+from mt.flags import glossary_of, open_translator
 from mt.inference.documents import cut_segmented, join_lines, lines_of, segment_lines, texts_of, token_counter
 from mt.inference.formatted import translate_formatted
 from mt.serving.access import RateLimiter, read_keys
 from mt.serving.request_batcher import Batcher
-from mt.serving.requests import Limits, check_sizes
+from mt.serving.requests import Limits, check_sizes, shown
 
 
 class Refused(Exception):
@@ -68,6 +68,7 @@ class Service:
         self.error: str | None = None
         self.ready = False
         self.long_sentences = 0  # sentences longer than the model takes, translated in pieces
+        self.glossary = glossary_of(args)  # read before the models load: a bad file is one line at start
         keys = getattr(args, "api_keys", None)
         self.keys = read_keys(keys) if keys else None
         self.rate = RateLimiter(getattr(args, "rate_limit", 0) or 0)
@@ -80,8 +81,10 @@ class Service:
         try:
             for models in self.model_sets:
                 translator = open_translator(self.args, models)
-                if getattr(self.args, "scoring", None):  # the server's default, over the run's decode section
-                    translator.options = translator.options.replace(scoring=self.args.scoring)
+                # the server's defaults, over the run's decode section
+                translator.options = translator.options.replace(
+                    scoring=getattr(self.args, "scoring", None), glossary=self.glossary
+                )
                 key = (translator.cfg.data.src_lang, translator.cfg.data.tgt_lang)
                 if key in self.pairs:
                     raise UserError(f"two models translate {key[0]}->{key[1]}: {self.pairs[key].models} and {models}")
@@ -206,7 +209,7 @@ class Service:
                     "target_language": pair.target,
                     "model": pair.models,
                     "parameters": sum(p.numel() for m in models for p in m.parameters()) or None,
-                    "decoding_defaults": dataclasses.asdict(pair.translator.options),
+                    "decoding_defaults": shown(pair.translator.options),
                     "requests_served": pair.batcher.requests if pair.batcher else 0,
                     "batches_decoded": pair.batcher.batches if pair.batcher else 0,
                 }

@@ -41,6 +41,22 @@ def test_int8_export_translates_and_evaluates(run_dir, tmp_path):
     assert scored.returncode == 0, scored.stderr
     assert '"decoding": "ctranslate2-beam2"' in scored.stdout and '"sentences": 400' in scored.stdout
     assert scored.stderr.count("note: decode.scoring gnmt is not followed") == 1  # the run's beams, said once
+    (tmp_path / "terms.tsv").write_text("chat\tdog\n")
+    glossary = cli(
+        "mt.translate",
+        "--engine",
+        "ctranslate2",
+        "--model",
+        str(out),
+        "--glossary",
+        str(tmp_path / "terms.tsv"),
+        "le chat",
+    )
+    assert (
+        glossary.returncode == 2
+        and "no constrained search" in glossary.stderr
+        and len(glossary.stderr.splitlines()) == 1
+    )
 
 
 def test_an_mt_run_directory_is_not_a_ctranslate2_model(run_dir):
