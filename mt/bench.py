@@ -132,7 +132,9 @@ def transformer_setting(on_gpu: bool) -> dict:
     }
 
 
-def measure_training(setting: dict, device: torch.device, precision: str, steps: int, compiled: bool = False) -> dict:
+def measure_training(
+    setting: dict, device: torch.device, precision: str, steps: int, compiled: bool = False, warmup: int = 3
+) -> dict:
     model = setting["model"].to(device).train()
     optimizer = make_optimizer(model, setting["cfg"].train)
     inputs, targets = setting["batch"](device)
@@ -151,7 +153,7 @@ def measure_training(setting: dict, device: torch.device, precision: str, steps:
 
     # each model timed with the attention kernels its training uses
     with memory_efficient_attention_while(device) if translation else contextlib.nullcontext():
-        for _ in range(3):  # warm-up: allocator, kernels
+        for _ in range(warmup):  # the allocator's and the kernels' first calls (--quick: one, a smoke test)
             step()
         sync(device)
         start = time.perf_counter()
@@ -319,11 +321,11 @@ def main(argv=None):
         require_cpp_compiler(device, "--compile")
     on_gpu = device.type == "cuda"
     torch.manual_seed(0)
-    steps = 3 if args.quick else 20
+    steps, warmup = (2, 1) if args.quick else (20, 3)
     settings = (gpt_setting, transformer_setting)
-    training = [measure_training(s(on_gpu), device, args.precision, steps) for s in settings]
+    training = [measure_training(s(on_gpu), device, args.precision, steps, warmup=warmup) for s in settings]
     if args.compile:
-        training += [measure_training(s(on_gpu), device, args.precision, steps, compiled=True) for s in settings]
+        training += [measure_training(s(on_gpu), device, args.precision, steps, True, warmup) for s in settings]
     decode_setting = transformer_setting(False)  # the CPU-sized model decodes everywhere
     sentences, batch_sizes = (4, [1, 4]) if args.quick else (64, [1, 8, 64])
     decoding = measure_decoding(decode_setting, device, args.precision, sentences, batch_sizes, src_len=16)

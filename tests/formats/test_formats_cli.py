@@ -1,8 +1,12 @@
 """Documents through the command and the server, with a real (tiny) model: a web page file and a
 page given as a string, the format from the extension or the flag, and bad files refused in one line."""
 
+import re
+
 import pytest
 from helpers import cli
+
+from mt.errors import UserError
 
 bs4 = pytest.importorskip("bs4", reason="the formats extra is not installed (pip install 'mt[formats]')")
 
@@ -48,8 +52,19 @@ def test_a_string_in_a_format_and_the_plain_text_default(run_dir):
         ("book.epub", b"PK\x03\x04", [], "is written to a file: give --output"),
     ],
 )
-def test_bad_documents_are_one_line_and_exit_2_before_the_model_loads(tmp_path, name, data, flags, message):
+def test_bad_documents_are_refused_before_the_model_loads(tmp_path, name, data, flags, message):
+    from mt import translate
+
     (tmp_path / name).write_bytes(data)
-    result = cli("mt.translate", "--model", str(tmp_path / "no-such-run"), "--input", str(tmp_path / name), *flags)
-    assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "x.docx").exists()
+    args = translate.parse_args(["--input", str(tmp_path / name), *flags])
+    with pytest.raises(UserError, match=re.escape(message)):
+        translate.read_document(args, translate.document_format(args))
+
+
+def test_a_bad_document_is_one_line_and_exit_2_from_the_command(tmp_path):
+    (tmp_path / "report.docx").write_bytes(b"<p>not a word file</p>")
+    out = tmp_path / "report.en.docx"
+    result = cli("mt.translate", "--model", str(tmp_path / "no-such-run"), "--input", str(tmp_path / "report.docx"),
+                 "--output", str(out))  # fmt: skip
+    assert result.returncode == 2 and "is not a .docx file" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not out.exists()

@@ -278,7 +278,7 @@ def test_translate_with_no_flags_equals_generate_with_the_checkpoints_defaults(i
     max_length 512, <pad> banned); so does the imported run's decode section, in the API and in
     the plain command."""
     reference, tokenizer, vocab, run, translator = imported
-    texts = sentences(FRENCH, 40, seed=12)
+    texts = sentences(FRENCH, 24, seed=12)
     batch = tokenizer(texts, return_tensors="pt", padding=True)
     with torch.no_grad():
         out = reference.generate(**batch, output_scores=True, return_dict_in_generate=True)

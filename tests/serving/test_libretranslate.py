@@ -33,8 +33,12 @@ def relabelled(run_dir, folder, source, target):
 def server(run_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("libretranslate")
     (tmp / "keys").write_text("# one key a line\n" + "\n".join(KEYS) + "\n")
+    (tmp / "terms.tsv").write_text("homme\tboss\n")  # the server's glossary: no other test translates "homme"
     en_de = relabelled(run_dir, tmp / "en_de", "en", "de")
-    proc, url = start_server(run_dir, "--pair", str(en_de), "--api-keys", str(tmp / "keys"), "--rate-limit", str(RATE))
+    proc, url = start_server(
+        run_dir, "--pair", str(en_de), "--api-keys", str(tmp / "keys"), "--rate-limit", str(RATE),
+        "--glossary", str(tmp / "terms.tsv"),
+    )  # fmt: skip
     yield url
     stop(proc)
 
@@ -157,3 +161,18 @@ def test_a_client_past_the_rate_limit_is_told_to_slow_down(server):
         post(server, "/detect", json={"q": "le chat", "api_key": "burst-key"}).json()["error"]
         == f"Slowdown: {RATE} per 1 minute"
     )
+
+
+def test_both_apis_take_a_glossary_over_the_servers_own(server):
+    """The server's glossary ("homme" -> "boss") holds for every request; a request's own terms add to it."""
+    key = {"api_key": "good-key"}
+    own = post(server, json={"text": ["le homme rouge", "le chat noir"], "glossary": [["chat", "dog"]]} | key)
+    assert own.status_code == 200, own.text
+    first, second = (set(t.split()) for t in own.json()["translations"])
+    assert "boss" in first and "dog" in second and own.json()["options"]["glossary"] == {"terms": 2}
+    lt = post(server, data={"q": "le chat noir", "source": "fr", "target": "en", "glossary": '[["chat", "dog"]]'} | key)
+    assert lt.status_code == 200 and "dog" in lt.json()["translatedText"].split(), lt.text
+    bad = post(server, json={"text": "x", "glossary": [["chat"]]} | key)
+    assert bad.status_code == 422 and "glossary entry 1" in bad.json()["error"]
+    refused = post(server, json={"q": "x", "source": "fr", "target": "en", "glossary": "[[1, 2]]"} | key)
+    assert refused.status_code == 400 and "glossary" in refused.json()["error"]

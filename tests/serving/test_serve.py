@@ -431,21 +431,3 @@ def test_a_file_comes_back_translated_and_a_bad_or_big_one_is_refused(server):
     assert big.status_code == 413 and "--max-file-bytes" in big.json()["error"]
     none = httpx.post(f"{server}/translate_file", data={"text": "x"}, timeout=30)
     assert none.status_code == 400 and '"file"' in none.json()["error"]
-
-
-def test_both_server_apis_take_a_glossary(run_dir, tmp_path):
-    (tmp_path / "terms.tsv").write_text("noir\twhite\n")
-    proc, url = start_server(run_dir, "--glossary", str(tmp_path / "terms.tsv"))
-    try:
-        own = httpx.post(f"{url}/translate", json={"text": ["le chat noir"], "glossary": [["chat", "dog"]]}, timeout=60)
-        assert own.status_code == 200 and {"white", "dog"} <= set(own.json()["translations"][0].split()), own.text
-        assert own.json()["options"]["glossary"] == {"terms": 2}
-        server_only = httpx.post(f"{url}/translate", json={"text": "le chat noir"}, timeout=60).json()
-        assert "white" in server_only["translations"][0].split()  # the server's own glossary
-        lt = httpx.post(f"{url}/translate", data={"q": "le chat noir", "source": "fr", "target": "en",
-                                                  "glossary": json.dumps([["chat", "dog"]])}, timeout=60)  # fmt: skip
-        assert lt.status_code == 200 and {"white", "dog"} <= set(lt.json()["translatedText"].split()), lt.text
-        bad = httpx.post(f"{url}/translate", json={"text": "x", "glossary": [["chat"]]}, timeout=30)
-        assert bad.status_code == 422 and "glossary entry 1" in bad.json()["error"]
-    finally:
-        stop(proc)
