@@ -32,9 +32,15 @@ OPTIONS = [
     "seed",
     "scoring",
     "split",
+    "format",
+    "glossary",
+    "api_key",
+    "source",
+    "target",
     "bogus",
 ]
 VALUES = [0, 1, 2, 5, -1, 10**9, 2**63, 1.5, float("nan"), float("inf"), -float("inf"), None, True, False, "5", [], {}]
+VALUES += ["html", "markdown", "srt", "docx", [["chat", "dog"]], [["chat"]], [[1, 2]], ["k"], "<b>un <i>chat</b>"]
 
 
 def body(rng: random.Random) -> bytes:
@@ -44,7 +50,8 @@ def body(rng: random.Random) -> bytes:
         return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))
     if kind == 1:
         depth = rng.choice([10, 100, 5000])
-        return (b"[" * depth) + (b"]" * depth if rng.random() < 0.5 else b"")
+        head = rng.choice([b"", b'{"q": ', b'{"text": ', b'{"glossary": '])  # deep inside either API's fields
+        return head + (b"[" * depth) + (b"]" * depth if rng.random() < 0.5 else b"")
     pieces = ODD + [
         "le chat noir ",
         "la femme ",
@@ -65,7 +72,7 @@ def body(rng: random.Random) -> bytes:
     return json.dumps(doc).encode("utf-8", "surrogatepass")
 
 
-LT_FIELDS = ["q", "source", "target", "format", "alternatives", "api_key", "bogus"]
+LT_FIELDS = ["q", "source", "target", "format", "alternatives", "api_key", "glossary", "bogus"]
 CODES = ["fr", "en", "auto", "de", "", "FR", "zz", "../x", None, 7]
 NAMES = ["a.html", "b.docx", "c.epub", "d.srt", "e.md", "f.txt", "g.xyz", "", "../../h.html", "x" * 300 + ".md"]
 

@@ -95,10 +95,15 @@ def cpu_flags() -> set[str]:
     return set((_cpuinfo("flags") or "").split())
 
 
+def onednn_isa_cap() -> str:
+    """The instruction set the environment keeps oneDNN to (ONEDNN_MAX_CPU_ISA), 'ALL' where none."""
+    return os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "ALL")).upper()
+
+
 def kernels_capped_below_avx512() -> bool:
     """Whether the environment keeps PyTorch's or oneDNN's kernels below AVX-512
     (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2, ...): then the bf16 units go unused."""
-    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "ALL")).upper()
+    isa = onednn_isa_cap()
     return not torch.backends.cpu.get_cpu_capability().startswith("AVX512") or not (
         isa == "ALL" or isa.startswith(("AVX512", "AVX10"))
     )
@@ -111,8 +116,7 @@ _BELOW_VNNI = {"SSE41", "AVX", "AVX2", "AVX512_CORE"}  # oneDNN ISA caps that le
 def cpu_has_int8_dot_products() -> bool:
     """Whether oneDNN may multiply int8 exactly here: the CPU has VNNI or AMX int8 and no
     ONEDNN_MAX_CPU_ISA keeps oneDNN below them (it then sums int8 products in 16 bits, which saturate)."""
-    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "ALL")).upper()
-    return bool(cpu_flags() & INT8_DOT_PRODUCTS) and isa not in _BELOW_VNNI
+    return bool(cpu_flags() & INT8_DOT_PRODUCTS) and onednn_isa_cap() not in _BELOW_VNNI
 
 
 def cpu_has_bf16() -> bool:

@@ -104,9 +104,9 @@ class Runtime:
         """Batches decoded side by side: one per intra-op thread on a CPU (mt/cpu/workers.py), else one."""
         return default_workers(self.device, batches)
 
-    def map_batches(self, decode, batches: list, workers: int) -> list:
-        """[decode(b) for b in batches], on `workers` threads, the largest batches first."""
-        return map_batches(decode, batches, workers, cost=torch.numel)
+    def map_batches(self, decode, batches: list, workers: int, cost=torch.numel) -> list:
+        """[decode(b) for b in batches], on `workers` threads, the largest (by `cost`) first."""
+        return map_batches(decode, batches, workers, cost=cost)
 
     def give_back(self) -> None:
         """Between phases (training, evaluation, the report): return freed memory to the system."""

@@ -12,6 +12,8 @@ from mt.errors import UserError
 MAX_MEMBERS = 10_000
 MAX_UNPACKED = 512 << 20  # bytes, all members together
 MAX_RATIO = 200  # unpacked / packed, per member: far above text's, far below a zip bomb's
+MAX_PARSED = 64 << 20  # bytes of one member read as XML: a chapter, a Word document's body
+PARSED = (".xml", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".rels")
 
 
 def open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
@@ -32,6 +34,11 @@ def open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
     for m in members:
         if m.flag_bits & 0x1:
             raise UserError(f"the {kind} file is encrypted ({m.filename}); save it unencrypted")
+        if m.filename.lower().endswith(PARSED) and m.file_size > MAX_PARSED:
+            raise UserError(
+                f"the {kind} file's {m.filename} unpacks to {m.file_size:,} bytes of markup; "
+                f"at most {MAX_PARSED:,} are read"
+            )
         if m.file_size > 1 << 20 and m.file_size > MAX_RATIO * max(m.compress_size, 1):
             raise UserError(
                 f"the {kind} file's {m.filename} unpacks {m.file_size // max(m.compress_size, 1)}-fold; refused"

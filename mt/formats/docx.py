@@ -12,6 +12,8 @@ their parts must stay in their order, which a translation cannot promise.
 from __future__ import annotations
 
 import io
+import zipfile
+import zlib
 from dataclasses import dataclass
 
 from lxml import etree
@@ -172,7 +174,15 @@ def translate_docx(data: bytes, translate_segments) -> bytes:
     open_zip(data, ".docx")  # bounded and readable before python-docx unpacks anything
     try:
         document = docx.Document(io.BytesIO(data))
-    except (PackageNotFoundError, KeyError, ValueError, etree.XMLSyntaxError) as e:
+    except (
+        PackageNotFoundError,
+        KeyError,
+        ValueError,
+        etree.XMLSyntaxError,
+        zipfile.BadZipFile,
+        zlib.error,
+        OSError,
+    ) as e:
         raise UserError(f"not a .docx file, or a damaged one ({type(e).__name__}: {str(e)[:120]})") from None
     work = []
     for p in _paragraphs(document):

@@ -14,6 +14,7 @@ segment is read as HTML renders it, one space.
 from __future__ import annotations
 
 import html as html_lib
+import html.entities
 import re
 
 from mt.errors import UserError
@@ -29,6 +30,21 @@ UNTOUCHED_BLOCKS = set("script style pre textarea template noscript".split())  #
 VOIDS = set("area base br col embed hr img input link meta param source track wbr".split())
 ATTRIBUTES = ("alt", "title", "placeholder")
 _ENTITY = re.compile(r"&(#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
+
+
+_TAG = re.compile(r"<[^>]*>|&[^;\s]{1,32};")
+
+
+def _numeric_entities(text: str) -> str:
+    """HTML's named entities (`&nbsp;`) as numeric references, which an XML parser reads without a
+    DTD (it drops what it cannot resolve); XML's own five stay as they are."""
+
+    def numeric(m):
+        name = m.group(1)
+        code = html_lib.entities.name2codepoint.get(name)
+        return m.group() if code is None or name in ("amp", "lt", "gt", "quot", "apos") else f"&#{code};"
+
+    return re.sub(r"&([A-Za-z][A-Za-z0-9]*);", numeric, text)
 
 
 def _name(tag) -> str:
@@ -48,7 +64,9 @@ class _Page:
         from bs4 import BeautifulSoup
 
         self.xhtml = xhtml
-        self.soup = BeautifulSoup(text, "xml" if xhtml else "html.parser")
+        self.soup = BeautifulSoup(_numeric_entities(text) if xhtml else text, "xml" if xhtml else "html.parser")
+        if xhtml and len(self.soup.get_text()) < len(_TAG.sub("", text)) // 2:
+            raise UserError("an XHTML document could not be read whole (an internal DTD subset?); nothing was written")
         self.segments: list[Segment] = []
         self.runs: list[list] = []  # per text segment: the nodes it replaces
         self.attributes: list[tuple] = []  # per attribute segment: (tag, attribute name)
@@ -176,7 +194,7 @@ class _Writer:
     """Writes the page back: attributes in their order, void elements as the source wrote them,
     and characters the source wrote as entities as those entities."""
 
-    def __new__(cls, source: str, xhtml: bool):
+    def __new__(cls, source: str, xhtml: bool, escape: bool = True):
         from bs4.formatter import HTMLFormatter, XMLFormatter
 
         entities = {}
@@ -187,6 +205,8 @@ class _Writer:
         pattern = re.compile("|".join(map(re.escape, entities))) if entities else None
 
         def substitute(text: str) -> str:
+            if not escape:  # markup that is not HTML around the text (subtitles): the text as it is
+                return text
             text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             return pattern.sub(lambda m: entities[m.group()], text) if pattern else text
 
@@ -214,9 +234,12 @@ def translate_html(text: str, translate_segments, xhtml: bool = False, target_la
     return translate_html_many([text], translate_segments, xhtml, target_lang)[0]
 
 
-def translate_html_many(texts: list[str], translate_segments, xhtml: bool = False, target_lang=None) -> list[str]:
+def translate_html_many(
+    texts: list[str], translate_segments, xhtml: bool = False, target_lang=None, escape: bool = True
+) -> list[str]:
     """`translate_html` for many pages (an EPUB's chapters, a subtitle file's cues) in one call to
-    `translate_segments`, so their sentences are batched together."""
+    `translate_segments`, so their sentences are batched together. `escape` off writes the text's
+    `&` and `<` as they are, for HTML-like tags in a format that is not HTML (subtitles)."""
     pages = [_Page(text, xhtml) for text in texts]
     segments = [seg for page in pages for seg in page.segments]
     translated = translate_segments(segments) if segments else []
@@ -224,11 +247,11 @@ def translate_html_many(texts: list[str], translate_segments, xhtml: bool = Fals
     for page, text in zip(pages, texts):
         page.put_back(translated[at : at + len(page.segments)])
         at += len(page.segments)
-        out.append(_written(page, text, xhtml, target_lang))
+        out.append(_written(page, text, xhtml, target_lang, escape))
     return out
 
 
-def _written(page: _Page, text: str, xhtml: bool, target_lang: str | None) -> str:
+def _written(page: _Page, text: str, xhtml: bool, target_lang: str | None, escape: bool = True) -> str:
     root = page.soup.find("html")
     if target_lang and root is not None and root.get("lang"):
         root["lang"] = target_lang
@@ -236,7 +259,7 @@ def _written(page: _Page, text: str, xhtml: bool, target_lang: str | None) -> st
         after = doctype.next_sibling
         if isinstance(after, str) and after.startswith("\n"):
             after.replace_with(after[1:]) if len(after) > 1 else after.extract()
-    out = page.soup.decode(formatter=_Writer(text, xhtml))
+    out = page.soup.decode(formatter=_Writer(text, xhtml, escape))
     if xhtml and not text.lstrip("\ufeff").startswith("<?xml"):
         out = out.split("?>", 1)[1].lstrip("\n")  # the declaration lxml's serialiser adds, where none was
     return out

@@ -49,7 +49,7 @@ def translate_srt(text: str, translate_segments) -> str:
         found = _OVERRIDES.match(content)
         overrides.append(found.group() if found else "")
         bodies.append(" ".join(line.strip() for line in content[len(overrides[-1]) :].split("\n")))
-    translated = translate_html_many(bodies, translate_segments)
+    translated = translate_html_many(bodies, translate_segments, escape=False)  # "Tom & Jerry" stays so
     for cue, head, body, new in zip(cues, overrides, bodies, translated):
         lines = len(cue.content.strip().split("\n"))
         cue.content = head + "\n".join(wrap_evenly(new.strip(), lines)) if body.strip() else cue.content

@@ -8,6 +8,7 @@ never materialises the weights.
 from __future__ import annotations
 
 import math
+import threading
 from pathlib import Path
 
 import torch
@@ -24,6 +25,18 @@ def _weights(attn, x: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor) ->
     k = attn._heads(F.linear(memory, *attn.projection("kv")).split(d, dim=2)[0])
     scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
     return scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+
+
+def _this_thread(record):
+    """A forward hook that records only the calls of the thread that made it: a server decodes
+    other requests with the same modules on other threads while a document is aligned."""
+    owner = threading.get_ident()
+
+    def hook(module, args, kwargs, output):
+        if threading.get_ident() == owner:
+            record(module, args, kwargs)
+
+    return hook
 
 
 @torch.no_grad()
@@ -43,10 +56,9 @@ def cross_attention(
     src = torch.tensor([src_ids + [END]], device=device)
     tgt_in = torch.tensor([[START] + tgt_ids], device=device)
     captured = []
-
-    def hook(module, args, kwargs, output):
-        captured.append(_weights(module, args[0], kwargs["memory"], kwargs["mask"]))
-
+    hook = _this_thread(
+        lambda module, args, kwargs: captured.append(_weights(module, args[0], kwargs["memory"], kwargs["mask"]))
+    )
     handle = model.decoder[layer].cross.register_forward_hook(hook, with_kwargs=True)
     try:
         memory, mask = model.encode(src)
@@ -73,10 +85,11 @@ def cross_attention_batch(
         src[row, : len(s) + 1] = torch.tensor(s + [END])
         tgt_in[row, : len(t) + 1] = torch.tensor([START] + t)
     captured = []
-
-    def hook(module, args, kwargs, output):
-        captured.append(_weights(module, args[0], kwargs["memory"], kwargs["mask"]).float().mean(dim=1))
-
+    hook = _this_thread(
+        lambda module, args, kwargs: captured.append(
+            _weights(module, args[0], kwargs["memory"], kwargs["mask"]).float().mean(dim=1)
+        )
+    )
     blocks = [model.decoder[i] for i in layers] if layers is not None else list(model.decoder)
     handles = [block.cross.register_forward_hook(hook, with_kwargs=True) for block in blocks]
     try:

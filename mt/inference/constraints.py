@@ -41,15 +41,11 @@ class Constraints:
         self.items = constraints
         self.weights = [min(len(v) for v in c) for c in constraints]  # tokens a constraint counts for
         self.need = sum(self.weights)  # the top bank
-        self.full = (1 << len(constraints)) - 1
 
     def bank(self, p: Progress) -> int:
         met = sum(w for i, w in enumerate(self.weights) if p.met >> i & 1)
         partial = p.within >= 0 and not p.met >> p.within & 1
         return met + (min(p.at, self.weights[p.within] - 1) if partial else 0)
-
-    def done(self, p: Progress) -> bool:
-        return p.met == self.full
 
     def advance(self, p: Progress, token: int, continues: bool = False) -> Progress:
         """The progress after `token` (`continues`: a piece that goes on the word before it): the
@@ -95,6 +91,7 @@ class DynamicBeamAllocation:
     def __init__(self, beam: int, constraints: list[Constraints], continues: torch.Tensor):
         """`continues`: (V,) whether each token is a piece that goes on the word before it."""
         self.k, self.sets, self.continues, self.device = beam, constraints, continues, continues.device
+        self.continues_list = continues.tolist()  # read per candidate: once, not a device read each time
         self.progress: list[list[Progress]] = [[Progress()] for _ in constraints]  # per live sentence, per beam
         self.need = torch.tensor([c.need for c in constraints], device=self.device)
         self.extra = torch.zeros(0, 1, dtype=torch.long)
@@ -115,7 +112,7 @@ class DynamicBeamAllocation:
         """The bank of each candidate among the rows' best tokens (rows, C) and advancing tokens
         (rows, M), and each row's progress after each of its advancing tokens."""
         stay, broken, moved, after = [], [], [], []
-        continues = self.continues.tolist()
+        continues = self.continues_list
         for (c, p), tokens in zip(self._rows(), self.extra.tolist()):
             stay.append(c.bank(Progress(p.met)))  # any other token abandons what was under way...
             broken.append(c.bank(Progress(p.met & ~(1 << p.fresh) if p.fresh >= 0 else p.met)))  # ...or the word
@@ -175,7 +172,7 @@ class DynamicBeamAllocation:
                 row, j = int(rows[s, index]), index % per_row
                 c, p = parents[row]
                 token = int(tokens[s, index])
-                beams.append(after[row][j - top] if j >= top else c.advance(p, token, bool(self.continues[token])))
+                beams.append(after[row][j - top] if j >= top else c.advance(p, token, self.continues_list[token]))
             progress.append(beams)
         self.progress = progress
 

@@ -43,6 +43,9 @@ def translate_formatted(
     the text a document may hold (a server's limit)."""
     segments, text = _translators(translator, options, batch_size, split, progress, max_chars)
     target = translator.cfg.data.tgt_lang
-    if isinstance(data, bytes):
-        return translate_bytes(data, fmt, segments, text, name, target)
-    return translate_string(data, fmt, segments, text, target)
+    try:
+        if isinstance(data, bytes):
+            return translate_bytes(data, fmt, segments, text, name, target)
+        return translate_string(data, fmt, segments, text, target)
+    except RecursionError:  # the parsers and the span tree walk the markup's nesting
+        raise UserError(f"{name}'s markup nests too deeply to be translated") from None

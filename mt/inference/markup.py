@@ -88,9 +88,9 @@ def _joined(seg: Segment, cut, hyps, links, sep: str) -> Aligned:
             text += sep
         s_base, t_base = len(aligned.source_units), len(aligned.target_units)
         if piece_links is not None:
-            tokens, token_links_ = piece_links
+            tokens, links_of_piece = piece_links
             aligned.source_units += surface_offsets(seg.text, tokens, start, end)
-            aligned.links += [(s + s_base, t + t_base) for s, t in token_links_]
+            aligned.links += [(s + s_base, t + t_base) for s, t in links_of_piece]
         aligned.target_units += [(a + len(text), b + len(text)) for a, b in surface_offsets(hyp.text, hyp.tokens)]
         text += hyp.text
     aligned.text = text + cut.trail

@@ -476,17 +476,12 @@ def beam_search(
             order = _in_parent_rows(rows)
             scores, rows, new_tokens = (x.gather(1, order) for x in (scores, rows, new_tokens))
             choice.reorder(order)
-        live = None
-        if (t + 1) % check_every == 0:
-            n_done = int(done.sum())
-            if n_done == n:
-                break
-            if _worth_shrinking(n_done, n):
-                live = _survivors(done)
-                _store(result, finished, sent, done.nonzero().squeeze(1))
-                finished.select(live)
-                sent, done, scores, rows, new_tokens = (x[live] for x in (sent, done, scores, rows, new_tokens))
-                choice.keep(live)
+        checked = (t + 1) % check_every == 0
+        if checked and bool(done.all()):
+            break
+        live = _finished_leave(done, result, finished, sent, choice) if checked else None
+        if live is not None:
+            sent, done, scores, rows, new_tokens = (x[live] for x in (sent, done, scores, rows, new_tokens))
         rows, new_tokens = rows.view(-1), new_tokens.view(-1)
         history = history[rows]
         history[:, t] = new_tokens
@@ -495,6 +490,18 @@ def beam_search(
     _store(result, finished, sent, torch.arange(sent.size(0), device=device))
     ids = [[_until_end(h) for h in sentence[:n_best]] for sentence in result.ids.tolist()]
     return ids, choice.settle(result.scores[:, :n_best])
+
+
+def _finished_leave(done, result: _Finished, finished: _Finished, sent, choice) -> torch.Tensor | None:
+    """Where enough sentences are done (`_worth_shrinking`), their hypotheses go to `result` and the
+    rest stay: the rows that do (`_survivors`), else None."""
+    if not _worth_shrinking(int(done.sum()), done.size(0)):
+        return None
+    live = _survivors(done)
+    _store(result, finished, sent, done.nonzero().squeeze(1))
+    finished.select(live)
+    choice.keep(live)
+    return live
 
 
 def _in_parent_rows(rows: torch.Tensor) -> torch.Tensor:

@@ -36,6 +36,7 @@ class Translator:
         self.source: tuple | None = None  # (run dirs, quantize) as loaded: what worker processes load
         self.processes: DecodingProcesses | None = None
         self.said: set[str] = set()  # the warnings given, each once
+        self.continuations: torch.Tensor | None = None  # which tokens go on a word (a glossary's first use)
 
     @classmethod
     def load(
@@ -166,10 +167,12 @@ class Translator:
             return None
         return build_constraints(self.tokenizer, found, self._warn_once)
 
-    @functools.cache  # noqa: B019 - one table per translator, which lives as long as its model
     def _continuations(self) -> torch.Tensor:
-        pieces = self.pieces(list(range(min(self.tokenizer.vocab_size, self.vocab))))
-        return word_continuations(pieces + [""] * (self.vocab - len(pieces)))  # rows past the tokenizer's: none
+        """(V,) which tokens go on the word before them (made once, on a glossary's first use)."""
+        if self.continuations is None:
+            pieces = self.pieces(list(range(min(self.tokenizer.vocab_size, self.vocab))))
+            self.continuations = word_continuations(pieces + [""] * (self.vocab - len(pieces)))  # past it: none
+        return self.continuations
 
     def _warn_once(self, message: str) -> None:
         if message not in self.said:
@@ -179,18 +182,20 @@ class Translator:
     def _decode_constrained(self, batches, constrained, o: DecodeOptions, use_cache: bool, workers, progress):
         """`_decode` for batches whose sentences have constraints, on threads of this process: each
         batch's sentences with terms by constrained search, the others by the plain one."""
-        of_batch = {id(src): batch for src, batch in zip(batches, constrained)}
-        search = functools.partial(self._search_constrained, o, of_batch=of_batch, use_cache=use_cache)
+        search = functools.partial(self._search_constrained, o, use_cache=use_cache)
         if progress:
-            search = _telling(search, progress)
+            search = _telling(search, progress, lambda job: job[0])
         workers = self.runtime.decode_workers(len(batches)) if workers is None else workers
-        return [(ids, scores.tolist()) for ids, scores in self.runtime.map_batches(search, batches, workers)]
+        jobs = list(zip(batches, constrained))
+        found = self.runtime.map_batches(search, jobs, workers, cost=lambda job: job[0].numel())
+        return [(ids, scores.tolist()) for ids, scores in found]
 
-    def _search_constrained(self, o: DecodeOptions, src: torch.Tensor, of_batch: dict, use_cache: bool = True):
-        """One batch: rows with constraints by dynamic beam allocation, the rest by plain search. A
-        beam narrower than a sentence's constraint tokens plus one (greedy decoding's, say) cannot
-        give each bank a place: those sentences search with that many beams, as is said once."""
-        sets = of_batch[id(src)]
+    def _search_constrained(self, o: DecodeOptions, job: tuple, use_cache: bool = True):
+        """One batch, (B, S) sources and their constraints: rows with constraints by dynamic beam
+        allocation, the rest by plain search. A beam narrower than a sentence's constraint tokens
+        plus one (greedy decoding's, say) cannot give each bank a place: those sentences search with
+        that many beams (at most MAX_CONSTRAINED_BEAM), as is said once."""
+        src, sets = job
         hard = [i for i, c in enumerate(sets) if c.need]
         easy = [i for i, c in enumerate(sets) if not c.need]
         ids: list = [None] * len(sets)
@@ -200,9 +205,12 @@ class Translator:
             for j, i in enumerate(easy):
                 ids[i], scores[i, : got.size(1)] = found[j], got[j].cpu()
         if hard:
-            beams = max(o.beam, 1 + max(sets[i].need for i in hard))
+            beams = max(o.beam, min(MAX_CONSTRAINED_BEAM, 1 + max(sets[i].need for i in hard)))
             if beams > o.beam:
-                self._warn_once(f"a glossary's terms need {beams} beams here: {o.name} searches with them")
+                self._warn_once(
+                    f"a glossary's terms need more beams than {o.name} has: sentences with terms search with "
+                    f"as many as they need, up to {MAX_CONSTRAINED_BEAM}"
+                )
             choice = DynamicBeamAllocation(beams, [sets[i] for i in hard], self._continuations().to(src.device))
             with self.runtime.autocast(training=False):
                 found, got = beam_search(
@@ -254,12 +262,15 @@ class Translator:
         return out
 
 
-def _telling(search, progress):
+MAX_CONSTRAINED_BEAM = 32  # the most beams a glossary's terms widen a search to
+
+
+def _telling(search, progress, source_of=lambda batch: batch):
     """`search`, telling `progress` each batch's sentences once it is decoded."""
 
-    def search_and_tell(src):
-        found = search(src)
-        progress(src.size(0))
+    def search_and_tell(batch):
+        found = search(batch)
+        progress(source_of(batch).size(0))
         return found
 
     return search_and_tell

@@ -15,6 +15,9 @@ from mt.formats import FORMATS, MEDIA_TYPES, format_of
 from mt.serving import libretranslate
 from mt.serving.requests import (
     Limits,
+    Refused,
+    attachment,
+    client_of,
     decode_body,
     language_fields,
     parse_request,
@@ -22,7 +25,7 @@ from mt.serving.requests import (
     shown,
     uploaded_file,
 )
-from mt.serving.service import Refused, Service
+from mt.serving.service import Service
 
 
 def error(status: int, message: str, headers: dict | None = None):
@@ -75,53 +78,63 @@ def create_app(args: argparse.Namespace, limits: Limits = Limits()):
 
     @app.get("/info")
     async def info():
-        service.available()
-        pairs = service.info()
-        first = pairs["pairs"][0]
-        return (
-            first
-            | {  # the first pair's keys at the top, as a one-pair server always gave them
-                "engine": args.engine,
-                "version": __version__,
-                "decoding_options": list(FIELDS),
-                "formats": list(FORMATS),
-                "requests_served": sum(p["requests_served"] for p in pairs["pairs"]),
-                "batches_decoded": sum(p["batches_decoded"] for p in pairs["pairs"]),
-            }
-            | pairs
-        )
+        return server_info(service, args)
 
     @app.post("/translate")
     async def translate(request: Request):
-        raw = await request.body()
+        raw = await read_capped(request, limits.max_body_bytes, "--max-body-bytes", slack=0)
         if libretranslate.speaks_libretranslate(request, raw):
             request.scope["libretranslate"] = True
             return await libretranslate.translate(service, request, raw, limits)
         service.available()
-        return await answer(service, raw, limits, request.client.host if request.client else "unknown")
+        return await answer(service, raw, limits, client_of(request))
 
     @app.post("/translate_file")
     async def translate_file(request: Request):
-        """A file in the multipart field "file" (a format by its name, or the "format" field), and
-        optionally "source" and "target": the translated file back, named for its target language
-        (LibreTranslate's clients, which send "api_key" or ask for JSON, get its answer: a link)."""
-        service.available()
-        form = await uploaded_file(request, await read_capped(request, limits.max_file_bytes), limits)
-        if "api_key" in form or "application/json" in request.headers.get("accept", ""):
-            request.scope["libretranslate"] = True
-            return await libretranslate.translate_file(service, request, form, limits)
-        service.admit(form.get("api_key"), request.client.host if request.client else "unknown")
-        pair = service.pair(form.get("source") or None, form.get("target") or None)
-        fmt = _file_format(form)
-        data = await form["file"].read()
-        out = await service.translate_document(pair, data, fmt, pair.translator.options, form["file"].filename)
-        name = _translated_name(form["file"].filename, pair.target)
-        return Response(
-            out, media_type=MEDIA_TYPES[fmt], headers={"content-disposition": f'attachment; filename="{name}"'}
-        )
+        return await file_answer(service, request, limits)
 
     libretranslate.add_routes(app, service, limits)
     return app
+
+
+def server_info(service: Service, args) -> dict:
+    """GET /info: every pair, and the first pair's keys at the top, as a one-pair server gave them."""
+    service.available()
+    pairs = service.info()
+    totals = {key: sum(p[key] for p in pairs["pairs"]) for key in ("requests_served", "batches_decoded")}
+    return (
+        pairs["pairs"][0]
+        | {
+            "engine": args.engine,
+            "version": __version__,
+            "decoding_options": list(FIELDS),
+            "formats": list(FORMATS),
+            "api_key_required": service.keys is not None,
+        }
+        | totals
+        | pairs
+    )
+
+
+async def file_answer(service: Service, request, limits: Limits):
+    """POST /translate_file: a file in the multipart field "file" (a format by its name, or the
+    "format" field), and optionally "source", "target" and "key": the translated file back, named
+    for its target language (LibreTranslate's clients, which send "api_key" or ask for JSON, get its
+    answer: a link)."""
+    from fastapi.responses import Response
+
+    service.available()
+    form = await uploaded_file(request, await read_capped(request, limits.max_file_bytes), limits)
+    if "api_key" in form or "application/json" in request.headers.get("accept", ""):
+        request.scope["libretranslate"] = True
+        return await libretranslate.translate_file(service, request, form, limits)
+    service.admit(form.get("key"), client_of(request))  # mt's own form names it key: api_key says LibreTranslate
+    pair = service.pair(form.get("source") or None, form.get("target") or None)
+    fmt = _file_format(form)
+    data = await form["file"].read()
+    out = await service.translate_document(pair, data, fmt, pair.translator.options, form["file"].filename)
+    name = _translated_name(form["file"].filename, pair.target)
+    return Response(out, media_type=MEDIA_TYPES[fmt], headers=attachment(name))
 
 
 def _file_format(form) -> str:
@@ -132,8 +145,8 @@ def _file_format(form) -> str:
 
 
 def _translated_name(filename: str, target: str) -> str:
-    """page.html -> page.en.html (a name safe in a header: no path, no quotes)."""
-    base = (filename or "document").replace("\\", "/").rsplit("/", 1)[-1].replace('"', "")
+    """page.html -> page.en.html (no path)."""
+    base = (filename or "document").replace("\\", "/").rsplit("/", 1)[-1]
     stem, dot, ext = base.rpartition(".")
     return f"{stem}.{target}.{ext}" if dot and stem else f"{base}.{target}"
 

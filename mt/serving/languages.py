@@ -55,8 +55,3 @@ def detect_ranked(texts: list[str], candidates: list[str]) -> list[list[tuple[st
         identifier.set_languages(known)
         ranked = [identifier.rank(text) if text.strip() else [(c, 0.0) for c in known] for text in texts]
     return [[(code, float(p)) for code, p in found] for found in ranked]
-
-
-def detect(texts: list[str], candidates: list[str]) -> list[tuple[str, float]]:
-    """Each text's likeliest language among `candidates`, with its probability."""
-    return [found[0] for found in detect_ranked(texts, candidates)]

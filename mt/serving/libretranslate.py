@@ -18,6 +18,7 @@ that LibreTranslate has not (413, 422, 503, 504) are said as LibreTranslate woul
 """
 
 # No `from __future__ import annotations` here: FastAPI reads the `Request` annotations of the routes at run time.
+import asyncio
 import json
 import re
 import time
@@ -27,8 +28,8 @@ from pathlib import Path
 from mt.errors import UserError
 from mt.formats import EXTENSIONS
 from mt.serving.languages import detect_ranked, name_of
-from mt.serving.requests import Limits, with_terms
-from mt.serving.service import Pair, Refused, Service
+from mt.serving.requests import Limits, Refused, client_of, form_of, nesting, read_capped, with_terms
+from mt.serving.service import Pair, Service
 
 CORS = {
     "Access-Control-Allow-Origin": "*",
@@ -40,6 +41,7 @@ CORS = {
 }
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 KEEP_FILES_S = 30 * 60  # translated files wait this long to be downloaded, as LibreTranslate's do
+KEEP_FILES = 200  # and at most this many wait at once: the oldest go first
 
 
 def _content_type(request) -> str:
@@ -48,12 +50,15 @@ def _content_type(request) -> str:
 
 def speaks_libretranslate(request, raw: bytes) -> bool:
     """Whether a POST /translate is LibreTranslate's: a form, a `q` in the query string, or a JSON
-    object that names `q`, `source` or `target` and not mt's `text`."""
+    object that names `q`, `source` or `target` and not mt's `text` (a body too deep to read is
+    left to mt's API, which refuses it)."""
     if _content_type(request) in FORMS or "q" in request.query_params:
         return True
+    if raw[:1] != b"{" or nesting(raw) > Limits.max_depth:
+        return False
     try:
-        body = json.loads(raw) if raw[:1] == b"{" and len(raw) < (1 << 20) else None
-    except ValueError:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
         return False
     return isinstance(body, dict) and "text" not in body and any(k in body for k in ("q", "source", "target"))
 
@@ -61,10 +66,10 @@ def speaks_libretranslate(request, raw: bytes) -> bool:
 async def fields(request, raw: bytes, limits: Limits) -> dict:
     """A request's parameters as LibreTranslate reads them: a JSON object, or the query string
     and the form (the query string first)."""
-    if len(raw) > limits.max_body_bytes:
-        raise Refused(400, f"Invalid request: the body has {len(raw):,} bytes; the limit is {limits.max_body_bytes:,}")
     kind = _content_type(request)
     if kind == "application/json" or kind.endswith("+json"):
+        if nesting(raw) > limits.max_depth:
+            raise Refused(400, f"Invalid JSON format: it nests deeper than {limits.max_depth} levels")
         try:
             body = json.loads(raw)
         except (ValueError, RecursionError):
@@ -76,15 +81,7 @@ async def fields(request, raw: bytes, limits: Limits) -> dict:
         return body
     form = {}
     if kind in FORMS:
-        from starlette.requests import Request
-
-        async def replay():
-            return {"type": "http.request", "body": raw, "more_body": False}
-
-        try:
-            parsed = await Request(request.scope, replay).form(max_files=0, max_fields=64)
-        except Exception as e:  # noqa: BLE001 - the form parser's errors, said to the client
-            raise Refused(400, f"Invalid request: {str(e)[:160]}") from None
+        parsed = await form_of(request, raw, max_files=0, max_fields=64)
         form = {k: v for k, v in parsed.items() if isinstance(v, str)}
     return form | dict(request.query_params)
 
@@ -96,10 +93,6 @@ def _has_surrogates(value) -> bool:
     if isinstance(value, dict):
         return any(_has_surrogates(k) or _has_surrogates(v) for k, v in value.items())
     return isinstance(value, list) and any(_has_surrogates(v) for v in value)
-
-
-def _client(request, values: dict) -> str:
-    return values.get("api_key") or (request.client.host if request.client else "unknown")
 
 
 def _required(values: dict, name: str):
@@ -145,8 +138,9 @@ async def _translate_group(service: Service, pair: Pair | None, texts: list[str]
     options, limit = pair.translator.options.replace(glossary=glossary), pair.translator.max_src_tokens
     if fmt == "html":
         return [await service.translate_document(pair, t, "html", options) for t in texts], none
-    encode = pair.translator.tokenizer.encode
-    fits = [bool(alternatives) and "\n" not in t and len(encode(t)) <= limit for t in texts]
+    encode = pair.translator.tokenizer.encode_batch
+    counts = await asyncio.to_thread(encode, texts) if alternatives else [[]] * len(texts)  # off the event loop
+    fits = [bool(alternatives) and "\n" not in t and len(c) <= limit for t, c in zip(texts, counts)]
     out, others = list(texts), none
     whole = [i for i, f in enumerate(fits) if not f]
     if whole:
@@ -165,7 +159,7 @@ async def translate(service: Service, request, raw: bytes, limits: Limits) -> di
     service.available()
     values = await fields(request, raw, limits)
     q = values.get("q")
-    service.admit(values.get("api_key"), _client(request, values), len(q) if isinstance(q, list) and q else 1)
+    service.admit(values.get("api_key"), client_of(request), len(q) if isinstance(q, list) and q else 1)
     q, source, target = _required(values, "q"), _required(values, "source"), _required(values, "target")
     alternatives = _alternatives(values, limits)
     batch = isinstance(q, list)
@@ -180,7 +174,7 @@ async def translate(service: Service, request, raw: bytes, limits: Limits) -> di
     if fmt not in ("text", "html"):
         raise Refused(400, f"{fmt} format is not supported")
     terms = values.get("glossary")
-    detected = _detected(service, texts) if source == "auto" else None
+    detected = await asyncio.to_thread(_detected, service, texts) if source == "auto" else None
     sources = [d["language"] for d in detected] if detected else [source] * len(texts)
     out, alts = [None] * len(texts), [None] * len(texts)
     for code in dict.fromkeys(sources):  # each source language's texts, batched together
@@ -202,9 +196,11 @@ def _glossary(server_glossary, terms):
     target] pairs, in a form the same list as JSON text (an extension of LibreTranslate's API)."""
     if terms in (None, ""):
         return server_glossary
+    if isinstance(terms, str) and nesting(terms.encode()) > Limits.max_depth:
+        raise Refused(400, "Invalid request: glossary: nested too deeply")
     try:
         return with_terms(server_glossary, json.loads(terms) if isinstance(terms, str) else terms)
-    except (UserError, ValueError) as e:
+    except (UserError, ValueError, RecursionError) as e:
         raise Refused(400, f"Invalid request: glossary: {e}") from None
 
 
@@ -217,17 +213,15 @@ def _detected(service: Service, texts: list[str]) -> list[dict]:
 async def detect(service: Service, request, raw: bytes, limits: Limits):
     """Per text, up to three languages with their confidence, likeliest first; for a list of texts,
     one such list per text."""
+    service.available()
     values = await fields(request, raw, limits)
-    service.admit(values.get("api_key"), _client(request, values))
+    service.admit(values.get("api_key"), client_of(request))
     q = _required(values, "q")
     texts = q if isinstance(q, list) else [q]
     if not all(isinstance(t, str) for t in texts):
         raise Refused(400, "Invalid request: q must be a string or a list of strings")
-    service.available()
-    ranked = [
-        [{"confidence": float(round(p * 100)), "language": code} for code, p in found[:3]]
-        for found in detect_ranked(texts, service.sources())
-    ]
+    found = await asyncio.to_thread(detect_ranked, texts, service.sources())  # off the event loop
+    ranked = [[{"confidence": float(round(p * 100)), "language": code} for code, p in each[:3]] for each in found]
     return ranked if isinstance(q, list) else ranked[0]
 
 
@@ -262,12 +256,12 @@ def settings(service: Service, limits: Limits) -> dict:
 async def translate_file(service: Service, request, form, limits: Limits) -> dict:
     """A file translated and kept for download: {"translatedFileUrl": ...}, as LibreTranslate answers."""
     values = {k: v for k, v in form.items() if isinstance(v, str)}
-    service.admit(values.get("api_key"), _client(request, values))
+    service.admit(values.get("api_key"), client_of(request))
     upload = form["file"]
     if not upload.filename:
         raise Refused(400, "Invalid request: missing file parameter")
     source, target = _required(values, "source").lower(), _required(values, "target").lower()
-    suffix = Path(upload.filename).suffix
+    suffix = Path(upload.filename).suffix.lower()
     if suffix not in EXTENSIONS:
         raise Refused(400, "Invalid request: file format not supported")
     if source == "auto":
@@ -282,14 +276,16 @@ async def translate_file(service: Service, request, form, limits: Limits) -> dic
     safe = re.sub(r"[^\w.-]", "_", Path(upload.filename).stem)[:100] or "document"
     name = f"{uuid.uuid4().hex}.{safe}_{target}{suffix}"
     folder = service.downloads()
-    _forget_old(folder)
+    _forget_old(folder, keep=KEEP_FILES - 1)
     (folder / name).write_bytes(out)
     return {"translatedFileUrl": f"{request.base_url}download_file/{name}"}
 
 
-def _forget_old(folder: Path) -> None:
-    for old in folder.iterdir():
-        if old.stat().st_mtime < time.time() - KEEP_FILES_S:
+def _forget_old(folder: Path, keep: int = KEEP_FILES) -> None:
+    """Translated files past their half hour, and the oldest beyond `keep`, are deleted."""
+    files = sorted(folder.iterdir(), key=lambda f: f.stat().st_mtime, reverse=True)
+    for i, old in enumerate(files):
+        if i >= keep or old.stat().st_mtime < time.time() - KEEP_FILES_S:
             old.unlink(missing_ok=True)
 
 
@@ -297,6 +293,7 @@ def download(service: Service, filename: str):
     from fastapi.responses import FileResponse
 
     folder = service.downloads()
+    _forget_old(folder)
     path = (folder / filename).resolve()
     if path.parent != folder.resolve() or not re.fullmatch(r"[0-9a-f]{32}\.[\w.-]+", filename):
         raise Refused(400, "Invalid filename")
@@ -311,19 +308,24 @@ def add_routes(app, service: Service, limits: Limits) -> None:
 
     @app.post("/detect")
     async def detect_route(request: Request):
-        return await detect(service, request, await request.body(), limits)
+        request.scope["libretranslate"] = True
+        raw = await read_capped(request, limits.max_body_bytes, "--max-body-bytes", slack=0)
+        return await detect(service, request, raw, limits)
 
     @app.get("/languages")
-    async def languages_route():
+    async def languages_route(request: Request):
+        request.scope["libretranslate"] = True
         return languages(service)
 
     @app.get("/frontend/settings")
-    async def settings_route():
+    async def settings_route(request: Request):
+        request.scope["libretranslate"] = True
         return settings(service, limits)
 
     @app.get("/download_file/{filename}")
     async def download_route(request: Request, filename: str):
-        service.admit(None, request.client.host if request.client else "unknown", check_key=False)
+        request.scope["libretranslate"] = True
+        service.admit(None, client_of(request), check_key=False)
         return download(service, filename)
 
     @app.post("/suggest")

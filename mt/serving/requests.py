@@ -15,6 +15,14 @@ from mt.errors import UserError
 from mt.glossary import Glossary
 
 
+class Refused(Exception):
+    """A request the server will not do: its HTTP status and why, in one line."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """The server's ceilings, each a flag of `mt.serve` and shown by GET /info."""
@@ -163,36 +171,38 @@ def language_fields(body) -> tuple[str | None, str | None]:
     return values[0], values[1]
 
 
-async def read_capped(request, cap: int) -> bytes:
-    """A request's body, refused (413) past `cap` bytes: by its Content-Length before reading, and
-    as it arrives where it gives none."""
-    from mt.serving.service import Refused
-
+async def read_capped(request, cap: int, flag: str = "--max-file-bytes", slack: int = 65536) -> bytes:
+    """A request's body, refused (413) past `cap` bytes (and `slack`, multipart's own bytes around
+    a file): by its Content-Length before reading, and as it arrives where it gives none."""
     declared = request.headers.get("content-length")
-    too_big = f"the upload is over {cap:,} bytes (--max-file-bytes)"
-    if declared and declared.isdigit() and int(declared) > cap + 65536:  # multipart's own bytes around the file
+    too_big = f"the body is over {cap:,} bytes ({flag})"
+    if declared and declared.isdigit() and int(declared) > cap + slack:
         raise Refused(413, too_big)
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
-        if len(body) > cap + 65536:
+        if len(body) > cap + slack:
             raise Refused(413, too_big)
     return bytes(body)
 
 
-async def uploaded_file(request, body: bytes, limits: Limits):
-    """The multipart form of an upload already read (`read_capped`), with its "file" part checked."""
+async def form_of(request, body: bytes, **bounds):
+    """The form (urlencoded or multipart) in a body already read, parsed within `bounds`
+    (Starlette's max_files, max_fields, max_part_size); a malformed one is a 400."""
     from starlette.requests import Request
-
-    from mt.serving.service import Refused
 
     async def replay():
         return {"type": "http.request", "body": body, "more_body": False}
 
     try:
-        form = await Request(request.scope, replay).form(max_files=1, max_fields=16, max_part_size=64 * 1024)
-    except Exception as e:  # noqa: BLE001 - the multipart parser's many errors, said to the client
-        raise Refused(400, f"not a multipart form with a file ({str(e)[:160]})") from None
+        return await Request(request.scope, replay).form(**bounds)
+    except Exception as e:  # noqa: BLE001 - the form parser's many errors, said to the client
+        raise Refused(400, f"Invalid request: not a form this server can read ({str(e)[:160]})") from None
+
+
+async def uploaded_file(request, body: bytes, limits: Limits):
+    """The multipart form of an upload already read (`read_capped`), with its "file" part checked."""
+    form = await form_of(request, body, max_files=1, max_fields=16, max_part_size=64 * 1024)
     upload = form.get("file")
     if upload is None or not hasattr(upload, "read"):
         raise Refused(400, 'the form needs its file in a part named "file"')
@@ -201,3 +211,17 @@ async def uploaded_file(request, body: bytes, limits: Limits):
             413, f"the file has {upload.size:,} bytes; the limit is {limits.max_file_bytes:,} (--max-file-bytes)"
         )
     return form
+
+
+def client_of(request) -> str:
+    """Who sent a request, for the rate limit: its address."""
+    return request.client.host if request.client else "unknown"
+
+
+def attachment(name: str) -> dict:
+    """The header that offers a file for download under `name` (RFC 6266: any characters, with an
+    ASCII stand-in for old clients)."""
+    from urllib.parse import quote
+
+    plain = re.sub(r"[^\w.-]", "_", name.encode("ascii", "replace").decode()) or "document"
+    return {"content-disposition": f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(name)}"}

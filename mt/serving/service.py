@@ -18,15 +18,7 @@ from mt.inference.documents import cut_segmented, join_lines, lines_of, segment_
 from mt.inference.formatted import translate_formatted
 from mt.serving.access import RateLimiter, read_keys
 from mt.serving.request_batcher import Batcher
-from mt.serving.requests import Limits, check_sizes, shown
-
-
-class Refused(Exception):
-    """A request the service will not do: its HTTP status and why, in one line."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status, self.message = status, message
+from mt.serving.requests import Limits, Refused, check_sizes, shown
 
 
 @dataclass
@@ -46,16 +38,24 @@ class Pair:
 
 class BatchedTranslator:
     """A pair's translator as a document's translation sees it (on a worker thread): its sentences
-    go through the pair's batcher with everyone else's; all else is the translator's own."""
+    go through the pair's batcher with everyone else's, a request's worth at a time, so that other
+    requests decode between them and a document given up on (past --timeout) stops; all else is
+    the translator's own."""
 
-    def __init__(self, pair: Pair, loop: asyncio.AbstractEventLoop):
-        self.pair, self.loop = pair, loop
+    def __init__(self, pair: Pair, loop: asyncio.AbstractEventLoop, chunk: int):
+        self.pair, self.loop, self.chunk = pair, loop, chunk
+        self.given_up = threading.Event()
 
     def __getattr__(self, name):
         return getattr(self.pair.translator, name)
 
-    def translate(self, sentences, options=None, *, hypotheses=False, **_):
-        found = asyncio.run_coroutine_threadsafe(self.pair.batcher.translate(sentences, options), self.loop).result()
+    def translate(self, sentences, options=None, *, hypotheses=False, progress=None, **_):
+        found = []
+        for start in range(0, len(sentences), self.chunk):
+            if self.given_up.is_set():
+                raise Refused(504, "given up: past --timeout")
+            part = sentences[start : start + self.chunk]
+            found += asyncio.run_coroutine_threadsafe(self.pair.batcher.translate(part, options), self.loop).result()
         return found if hypotheses else [h[0].text for h in found]
 
 
@@ -85,6 +85,8 @@ class Service:
                 translator.options = translator.options.replace(
                     scoring=getattr(self.args, "scoring", None), glossary=self.glossary
                 )
+                if self.glossary and getattr(self.args, "engine", "mt") != "mt":
+                    raise UserError("--glossary needs constrained search, which only --engine mt has")
                 key = (translator.cfg.data.src_lang, translator.cfg.data.tgt_lang)
                 if key in self.pairs:
                     raise UserError(f"two models translate {key[0]}->{key[1]}: {self.pairs[key].models} and {models}")
@@ -105,12 +107,15 @@ class Service:
     def admit(self, key: str | None, client: str, cost: int = 1, check_key: bool = True) -> None:
         """Refused where the server wants an API key and this is none of its keys (a missing one:
         400, a wrong one: 403, as LibreTranslate answers), or where the client is over its rate."""
+        if key is not None and not isinstance(key, str):
+            raise Refused(400, "Invalid request: api_key must be a string")
         if check_key and self.keys is not None:
             if not key:
                 raise Refused(400, "Please contact the server operator to get an API key")
             if key not in self.keys:
                 raise Refused(403, "Invalid API key")
-        if not self.rate.admit(key or client, cost):
+        verified = self.keys is not None and key in self.keys  # an unchecked key is no way round the rate
+        if not self.rate.admit(key if verified else client, cost):
             raise Refused(429, f"Slowdown: {self.rate.per_minute} per 1 minute")
 
     def languages(self) -> list[str]:
@@ -178,25 +183,28 @@ class Service:
         pieces, cuts, _ = cut_segmented(segmented, lines, translator.max_src_tokens, token_counter(translator))
         return pieces, cuts, counts, sum(sum(n > 1 for n in cut.pieces) for cut in cuts)
 
-    async def _decode(self, pair: Pair, sentences: list[str], options):
+    async def _within_time(self, work, on_timeout=None):
+        """`work` awaited within --timeout (504 past it); what it refuses as a user error is a 400."""
         try:
-            return await asyncio.wait_for(pair.batcher.translate(sentences, options), self.limits.timeout_s)
+            return await asyncio.wait_for(work, self.limits.timeout_s)
         except (asyncio.TimeoutError, TimeoutError):
+            if on_timeout:
+                on_timeout()
             raise Refused(504, f"no answer within {self.limits.timeout_s:g} s (--timeout)") from None
+        except UserError as e:  # an engine that cannot do what was asked (a glossary on CTranslate2)
+            raise Refused(400, str(e)) from None
+
+    async def _decode(self, pair: Pair, sentences: list[str], options):
+        return await self._within_time(pair.batcher.translate(sentences, options))
 
     async def translate_document(self, pair: Pair, data: bytes | str, fmt: str, options, name: str = "the file"):
         """A document (a file's bytes, or a text in a format) translated with its markup, its
-        sentences batched with other requests'; bounded by --max-document-chars."""
+        sentences batched with other requests'; bounded by --max-document-chars and --timeout."""
+        translator = BatchedTranslator(pair, asyncio.get_running_loop(), self.limits.max_sentences)
         job = asyncio.to_thread(
-            translate_formatted, BatchedTranslator(pair, asyncio.get_running_loop()), data, fmt, options,
-            max_chars=self.limits.max_document_chars, name=name,
-        )  # fmt: skip
-        try:
-            return await asyncio.wait_for(job, self.limits.timeout_s)
-        except (asyncio.TimeoutError, TimeoutError):
-            raise Refused(504, f"no answer within {self.limits.timeout_s:g} s (--timeout)") from None
-        except UserError as e:
-            raise Refused(400, str(e)) from None
+            translate_formatted, translator, data, fmt, options, max_chars=self.limits.max_document_chars, name=name
+        )
+        return await self._within_time(job, translator.given_up.set)
 
     def info(self) -> dict:
         """What /info shows of the pairs: each with its model, engine and size."""

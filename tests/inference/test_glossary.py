@@ -3,6 +3,8 @@ the constraint bookkeeping, and the search itself on the tiny model (which says 
 for "le chat noir": a term makes it say what it would not), through the API and the command (the
 server's routes: tests/serving/test_serve.py; the CTranslate2 engine's refusal: test_ctranslate2.py)."""
 
+import json
+
 import pytest
 from helpers import cli
 
@@ -60,7 +62,7 @@ def test_a_constraint_is_continued_abandoned_met_and_not_met_by_a_longer_word():
     short = c.advance(Progress(), 7)
     assert short.met == 2 and short.within == 1  # "x" met, "x y" still possible
     assert c.advance(short, 8).met == 2 and c.advance(short, 8, continues=True).met == 2  # "x y" met
-    assert c.advance(short, 9, continues=True).met == 0 and c.done(Progress(met=3)) and c.need == 3
+    assert c.advance(short, 9, continues=True).met == 0 and c.need == 3
     assert sorted(c.advancing(Progress())) == [5, 7]
     assert word_continuations(["<pad>", "\u2581cat", "s", ".", "at"]).tolist() == [False, False, True, False, True]
 
@@ -95,7 +97,7 @@ def test_the_search_holds_with_the_cache_off_int8_an_ensemble_documents_and_gree
     options = translator.options.replace(glossary=Glossary.of(terms))
     assert translate_lines(translator, ["Le chat noir. Le chien blanc."], options).lines[0].count("dog") == 2
     greedy = translator.translate(["le chat noir"] * 2, options, beam=1)
-    assert greedy == ["the black dog"] * 2 and capsys.readouterr().err.count("greedy searches") == 1
+    assert greedy == ["the black dog"] * 2 and capsys.readouterr().err.count("more beams than greedy has") == 1
 
 
 def test_a_term_the_vocabulary_cannot_write_is_said_once_and_the_translation_goes_on(run_dir, capsys):
@@ -113,5 +115,15 @@ def test_the_command_takes_a_glossary_and_refuses_a_bad_one_in_one_line(run_dir,
     bad = glossary_file(tmp_path, "chat dog\n", "bad.tsv")
     refused = cli("mt.translate", "--model", str(run_dir), "--glossary", str(bad), "le chat noir")
     assert refused.returncode == 2 and "bad.tsv, line 1" in refused.stderr and len(refused.stderr.splitlines()) == 1
-    sampled = cli("mt.translate", "--model", str(run_dir), "--glossary", str(good), "--sample", "le chat")
-    assert sampled.returncode == 2 and "not --sample" in sampled.stderr
+    (tmp_path / "s.fr").write_text("le chat noir\n")
+    (tmp_path / "s.en").write_text("the black dog\n")
+    scored = cli("mt.evaluate", "--model", str(run_dir), "--glossary", str(good), "--src", str(tmp_path / "s.fr"),
+                 "--ref", str(tmp_path / "s.en"), "--json")  # fmt: skip
+    assert scored.returncode == 0 and json.loads(scored.stdout)["chrf"] == 100.0, scored.stderr
+
+
+def test_a_glossary_constrains_search_not_sampling():
+    from mt.decode_options import DecodeOptions
+
+    with pytest.raises(UserError, match="not sampling"):
+        DecodeOptions(beam=1, temperature=0.8, glossary=Glossary.of([("chat", "dog")]))

@@ -144,11 +144,12 @@ def test_settings_files_and_the_mt_api_on_the_same_server(server):
         data={"source": "fr", "target": "en", "api_key": "good-key"},
     )
     assert odd.status_code == 400 and odd.json()["error"] == "Invalid request: file format not supported"
-    assert httpx.get(f"{server}/download_file/../../etc/passwd").status_code in (400, 404)
+    assert httpx.get(f"{server}/download_file/0123456789abcdef0123456789abcdef.nothing.html").status_code == 400
     mt = post(server, json={"text": ["le chat noir"], "beam": 1, "api_key": "good-key"})
     assert mt.status_code == 200 and mt.json()["translations"] == ["the black cat"]
     assert post(server, json={"text": ["le chat noir"]}).status_code == 400  # keys hold for mt's own API too
     info = httpx.get(f"{server}/info").json()
+    assert info["api_key_required"]  # the page then asks for one
     assert [(p["source_language"], p["target_language"]) for p in info["pairs"]] == [("fr", "en"), ("en", "de")]
 
 
@@ -176,3 +177,17 @@ def test_both_apis_take_a_glossary_over_the_servers_own(server):
     assert bad.status_code == 422 and "glossary entry 1" in bad.json()["error"]
     refused = post(server, json={"q": "x", "source": "fr", "target": "en", "glossary": "[[1, 2]]"} | key)
     assert refused.status_code == 400 and "glossary" in refused.json()["error"]
+
+
+def test_a_download_name_that_leaves_the_folder_is_refused():
+    from types import SimpleNamespace
+
+    from mt.serving.libretranslate import download
+    from mt.serving.requests import Limits, Refused
+    from mt.serving.service import Service
+
+    service = Service([], SimpleNamespace(), Limits())
+    for name in ("../../etc/passwd", "..", "0123456789abcdef0123456789abcdef.x/../../y", "/etc/passwd"):
+        with pytest.raises(Refused) as refused:
+            download(service, name)
+        assert refused.value.status == 400

@@ -421,7 +421,7 @@ def test_a_file_comes_back_translated_and_a_bad_or_big_one_is_refused(server):
     subtitles = "1\n00:00:01,000 --> 00:00:02,000\nle chat\nnoir\n\n2\n00:00:03,000 --> 00:00:04,500\nle chien blanc\n"
     sent = httpx.post(f"{server}/translate_file", files={"file": ("film.fr.srt", subtitles)}, timeout=60)
     assert sent.status_code == 200, sent.text
-    assert sent.headers["content-disposition"] == 'attachment; filename="film.fr.en.srt"'
+    assert sent.headers["content-disposition"].startswith('attachment; filename="film.fr.en.srt"')
     assert sent.text.splitlines()[1:4] == ["00:00:01,000 --> 00:00:02,000", "the black", "cat"]
     bad = httpx.post(f"{server}/translate_file", files={"file": ("report.docx", b"<p>no</p>")}, timeout=30)
     assert bad.status_code == 400 and "not a .docx file" in bad.json()["error"]
