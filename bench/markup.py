@@ -10,6 +10,7 @@ word exactly once: that word is where the tag belongs. Where the translation ord
 the other way (`chien noir`, `black dog`), the pair is scored apart, since the right output then
 has its tags in the other order. Reported, per way of reading the attention:
 
+- tags kept: the share of outputs holding every tag of the input, no more;
 - tag sequence: the share of outputs (words in source order) whose tags, in order, are the input's;
 - right word: the share of tags whose text is the expected English word (punctuation aside), and
   the same over the reordered pairs;
@@ -89,9 +90,10 @@ def build_items(sources, plain, words) -> list[dict]:
 def score(items, outputs) -> dict:
     from bs4 import BeautifulSoup
 
-    same = right = tags = reordered_right = reordered_tags = 0
+    same = right = tags = reordered_right = reordered_tags = kept = 0
     for item, out in zip(items, outputs):
         found = BeautifulSoup(out, "html.parser").find_all(True)
+        kept += sorted(el.name for el in found) == sorted(["b", "i"][: len(item["expect"])])
         by_name = {el.name: el for el in found}
         hits = sum(
             re.sub(r"[^\w]+", " ", by_name[tag].get_text()).strip().lower() == expected if tag in by_name else False
@@ -104,6 +106,7 @@ def score(items, outputs) -> dict:
         right, tags = right + hits, tags + len(item["expect"])
     ordered = sum(not item["reordered"] for item in items)
     return {
+        "tags_kept": round(kept / len(items), 4),
         "tag_sequence": round(same / max(ordered, 1), 4),
         "right_word": round(right / max(tags, 1), 4),
         "right_word_reordered": round(reordered_right / max(reordered_tags, 1), 4),
