@@ -198,6 +198,10 @@ class CTranslate2Translator:
         if o.renormalize is not None:
             notes.append("decode.renormalize is not followed: CTranslate2 normalises scores its own way")
         for note in notes:
-            if note not in self.said:
-                print(f"note: {note}", file=sys.stderr)
-                self.said.add(note)
+            self.note_once(note)
+
+    def note_once(self, note: str) -> None:
+        """Print `note` to stderr, the first time only."""
+        if note not in self.said:
+            print(f"note: {note}", file=sys.stderr)
+            self.said.add(note)

@@ -60,6 +60,9 @@ def _links(translator, sources: list[str], hyps) -> list[tuple[list[str], list[t
     model's cross-attention."""
     model = getattr(translator, "model", None)
     if model is None:  # an engine whose attention mt cannot read (CTranslate2): tokens in order
+        translator.note_once(
+            "markup goes back by token position: CTranslate2 gives no attention to align it by (--engine mt does)"
+        )
         split = translator.tokenizer.split(sources)
         return [(tokens, _in_order(len(tokens), len(h.tokens))) for tokens, h in zip(split, hyps)]
     if not sources:

@@ -41,6 +41,11 @@ def test_int8_export_translates_and_evaluates(run_dir, tmp_path):
     assert scored.returncode == 0, scored.stderr
     assert '"decoding": "ctranslate2-beam2"' in scored.stdout and '"sentences": 400' in scored.stdout
     assert scored.stderr.count("note: decode.scoring gnmt is not followed") == 1  # the run's beams, said once
+    tagged = ["<p>le <b>chat</b> noir</p>", "<p>un <i>chien</i></p>"]
+    html = cli("mt.translate", "--engine", "ctranslate2", "--model", str(out), "--input-format", "html", *tagged)
+    assert html.returncode == 0, html.stderr
+    assert [line.count("<b>") + line.count("<i>") for line in html.stdout.splitlines()] == [1, 1]
+    assert html.stderr.count("markup goes back by token position") == 1  # no attention to align by, said once
     (tmp_path / "terms.tsv").write_text("chat\tdog\n")
     glossary = cli(
         "mt.translate",
