@@ -8,16 +8,19 @@ occur in the same pairs: Dice >= 0.8). A validation sentence gets `<b>` around o
 `<i>` around a second where it has one, when the plain translation holds the dictionary's English
 word exactly once: that word is where the tag belongs. Where the translation orders the two words
 the other way (`chien noir`, `black dog`), the pair is scored apart, since the right output then
-has its tags in the other order. Reported, per way of reading the attention:
+has its tags in the other order. A second test tags French verbs (VERBS) that the translation
+writes as 'is|are' and an -ing word. Reported, per way of reading the attention:
 
 - tags kept: the share of outputs holding every tag of the input, no more;
 - tag sequence: the share of outputs (words in source order) whose tags, in order, are the input's;
 - right word: the share of tags whose text is the expected English word (punctuation aside), and
   the same over the reordered pairs;
+- verbs: the share of verb tags around both words, around the -ing word, and around 'is|are' alone;
 - BLEU of the outputs with their tags stripped, against the references, beside plain translation's.
 
 --sweep compares the reading mt ships (each source token to the output token attending to it most,
-averaged over all decoder layers) with others: each output token to its most attended source token,
+averaged over all decoder layers, grown right onto output tokens that attend clearly to the same
+source token) with others: the same ungrown, each output token to its most attended source token,
 both, their intersection, one layer at a time, and the step that takes a token as input.
 """
 
@@ -87,6 +90,53 @@ def build_items(sources, plain, words) -> list[dict]:
     return items
 
 
+# French verbs of the captions in the present, each with the -ing words it comes out as; French
+# has no progressive, so 'court' becomes 'is running' and a tag on 'court' belongs on both words.
+VERBS = {
+    "running": "court courent", "playing": "joue jouent", "walking": "marche marchent",
+    "looking": "regarde regardent", "watching": "regarde regardent", "wearing": "porte portent",
+    "carrying": "porte portent", "jumping": "saute sautent", "swimming": "nage nagent",
+    "eating": "mange mangent", "drinking": "boit boivent", "singing": "chante chantent",
+    "dancing": "danse dansent", "reading": "lit lisent", "talking": "parle parlent",
+    "holding": "tient tiennent", "working": "travaille travaillent", "smiling": "sourit sourient",
+    "waiting": "attend attendent", "crossing": "traverse traversent", "climbing": "grimpe grimpent escalade",
+    "riding": "monte montent", "sleeping": "dort dorment", "cooking": "cuisine cuisinent",
+}  # fmt: skip
+
+
+def verb_items(sources, plain) -> list[dict]:
+    """Tagged sources whose French verb (VERBS) the plain translation writes as 'is|are' and its
+    -ing word, once: the tag belongs around both words."""
+    items = []
+    for i, (src, out) in enumerate(zip(sources, plain)):
+        found = [m for m in re.finditer(r"\b(?:is|are) (\w+ing)\b", out) if m.group(1).lower() in VERBS]
+        if len(found) != 1 or "<" in src or "&" in src:
+            continue
+        verbs = [m for v in VERBS[found[0].group(1).lower()].split() if (m := _once(v, src))]
+        if len(verbs) == 1:
+            at = verbs[0]
+            tagged = src[: at.start()] + f"<b>{at.group()}</b>" + src[at.end() :]
+            items.append({"index": i, "html": tagged, "expect": found[0].group(0).lower()})
+    return items
+
+
+def score_verbs(items, outputs) -> dict:
+    """The shares of verb tags around the auxiliary and the -ing word, around the -ing word (with or
+    without the auxiliary), and around the auxiliary alone."""
+    from bs4 import BeautifulSoup
+
+    texts = []
+    for out in outputs:
+        b = BeautifulSoup(out, "html.parser").b
+        texts.append(re.sub(r"[^\w]+", " ", b.get_text()).strip().lower() if b else "")
+    whole = sum(t == item["expect"] for item, t in zip(items, texts))
+    held = sum(item["expect"].split()[1] in t.split() for item, t in zip(items, texts))
+    alone = sum(t in ("is", "are") for t in texts)
+    n = max(len(items), 1)
+    shares = {"verb_whole": whole, "verb_held": held, "verb_auxiliary_alone": alone}
+    return {name: round(count / n, 4) for name, count in shares.items()}
+
+
 def score(items, outputs) -> dict:
     from bs4 import BeautifulSoup
 
@@ -145,7 +195,8 @@ def readings(layers: int) -> dict:
     """Ways of reading the attention: name -> (weights of a batch, links from one pair's weights)."""
     every, source = attention_maps.cross_attention_batch, attention_maps.source_links
     out = {
-        "source tokens, all layers (shipped)": (every, source),
+        "source tokens grown right, all layers (shipped)": (every, attention_maps.grown_links),
+        "source tokens, all layers": (every, source),
         "output tokens, all layers": (every, _target_links),
         "both, all layers": (every, lambda w, s, t: sorted(set(source(w, s, t)) | set(_target_links(w, s, t)))),
         "intersection, all layers": (
@@ -162,16 +213,17 @@ def readings(layers: int) -> dict:
     return out
 
 
-def run_setting(translator, items, refs, options, name: str, reading) -> dict:
-    markup.cross_attention_batch, markup.source_links = reading
+def run_setting(translator, items, verbs, refs, options, name: str, reading) -> dict:
+    markup.cross_attention_batch, markup.grown_links = reading
     started = time.perf_counter()
     translate = lambda segments: markup.translate_segments(translator, segments, options)  # noqa: E731
     outputs = translate_html_many([item["html"] for item in items], translate)
     seconds = time.perf_counter() - started
+    verbs_out = translate_html_many([item["html"] for item in verbs], translate)
     from bs4 import BeautifulSoup
 
     stripped = [BeautifulSoup(o, "html.parser").get_text() for o in outputs]
-    result = {"reading": name} | score(items, outputs) | {"seconds": round(seconds, 1)}
+    result = {"reading": name} | score(items, outputs) | score_verbs(verbs, verbs_out) | {"seconds": round(seconds, 1)}
     result["bleu_stripped"] = round(corpus_scores(stripped, refs)["bleu"], 2)
     return result
 
@@ -194,16 +246,18 @@ def main(argv=None) -> int:
     )
     plain = translator.translate(sources, options)
     items = build_items(sources, plain, words)[: args.limit or None]
+    verbs = verb_items(sources, plain)[: args.limit or None]
     refs = [references[item["index"]] for item in items]
     plain_bleu = round(corpus_scores([plain[item["index"]] for item in items], refs)["bleu"], 2)
     print(f"{len(words)} dictionary words; {len(items)} tagged sentences, {sum(len(i['expect']) for i in items)} tags; "
-          f"plain BLEU {plain_bleu}")  # fmt: skip
+          f"plain BLEU {plain_bleu}; {len(verbs)} tagged verbs")  # fmt: skip
     choices = readings(len(translator.model.decoder))
     rows = []
     for name, reading in list(choices.items())[: None if args.sweep else 1]:
-        rows.append(run_setting(translator, items, refs, options, name, reading))
+        rows.append(run_setting(translator, items, verbs, refs, options, name, reading))
         print(json.dumps(rows[-1]))
-    result = {"model": args.model, "decoding": options.name, "sentences": len(items), "plain_bleu": plain_bleu}
+    result = {"model": args.model, "decoding": options.name, "sentences": len(items), "verbs": len(verbs)}
+    result["plain_bleu"] = plain_bleu
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result | {"settings": rows}, indent=2))
     return 0

@@ -202,6 +202,10 @@ class Upper:
         self.tokenizer = SimpleNamespace(encode=tokens, split=lambda texts, side="src": [tokens(t) for t in texts])
         self.options = None
         self.seen: list[str] = []
+        self.notes: set[str] = set()
+
+    def note_once(self, note: str) -> None:  # as an engine with no attention to align by says it
+        self.notes.add(note)
 
     def translate(self, sentences, options=None, batch_size=64, hypotheses=False, **changes):
         from mt.inference.search import Hypothesis

@@ -10,7 +10,7 @@ chosen on tagged validation sentences (bench/markup.py; docs/results.md).
 from __future__ import annotations
 
 from mt.formats.spans import Aligned, Segment, place
-from mt.inference.attention_maps import cross_attention_batch, source_links
+from mt.inference.attention_maps import cross_attention_batch, grown_links
 from mt.inference.documents import cut_segmented, joiner, progress_bar, segment_lines, token_counter
 
 ALIGN_BATCH = 64  # sentences aligned in one teacher-forced pass, of like lengths
@@ -75,7 +75,7 @@ def _links(translator, sources: list[str], hyps) -> list[tuple[list[str], list[t
         found = cross_attention_batch(model, [src_ids[i] for i in rows], [hyps[i].ids for i in rows])
         weights.update(zip(rows, found))
     return [
-        (translator.pieces(s), source_links(weights[i], len(s), len(h.ids)))
+        (translator.pieces(s), grown_links(weights[i], len(s), len(h.ids)))
         for i, (s, h) in enumerate(zip(src_ids, hyps))
     ]
 

@@ -1,13 +1,13 @@
 """Cross-attention read for alignment (mt/inference/attention_maps.py): batched as one sentence at a
-time reads it, and harmless to a search running on another thread with the same model (a server
-aligns a document's markup while it decodes other requests)."""
+time reads it, links grown onto an auxiliary's verb, and harmless to a search running on another
+thread with the same model (a server aligns a document's markup while it decodes other requests)."""
 
 import threading
 
 import torch
 
 from mt.data.batching import collate
-from mt.inference.attention_maps import cross_attention, cross_attention_batch, source_links
+from mt.inference.attention_maps import cross_attention, cross_attention_batch, grown_links, source_links
 from mt.inference.search import beam_search
 from mt.model import Transformer
 
@@ -30,6 +30,24 @@ def test_a_batch_reads_each_pair_as_it_would_alone_and_links_every_source_token(
         assert torch.allclose(weights, cross_attention(model, s, t, layer=1), atol=1e-5)
     everything = cross_attention_batch(model, sources, targets)
     assert [len(source_links(w, len(s), len(t))) for w, s, t in zip(everything, sources, targets)] == [3, 5]
+
+
+def test_links_grow_onto_a_following_token_that_attends_clearly_to_the_same_source_token():
+    # 'le chien court' -> 'the dog is running .': 'court' attends most to 'is'; 'running' attends
+    # clearly to 'court' and joins it; '.' glances at 'court' but nearly as much at 'chien': left out.
+    weights = torch.tensor(
+        [  # le, chien, court, <END>
+            [0.8, 0.1, 0.05, 0.05],  # the
+            [0.1, 0.8, 0.05, 0.05],  # dog
+            [0.05, 0.1, 0.8, 0.05],  # is
+            [0.05, 0.15, 0.7, 0.1],  # running
+            [0.05, 0.3, 0.35, 0.3],  # .
+            [0.1, 0.1, 0.1, 0.7],  # <END>
+        ]
+    )
+    assert source_links(weights, 3, 5) == [(0, 0), (1, 1), (2, 2)]
+    assert grown_links(weights, 3, 5) == [(0, 0), (1, 1), (2, 2), (2, 3)]
+    assert grown_links(weights[:, :1], 1, 5)[0] == (0, 0) and grown_links(weights, 0, 5) == []
 
 
 def test_aligning_on_one_thread_changes_no_search_on_another():
