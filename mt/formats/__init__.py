@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mt.errors import UserError, require_extra
 
-FORMATS = ("text", "html", "xhtml", "markdown", "srt", "docx", "epub")
+FORMATS = ("text", "html", "xhtml", "markdown", "srt", "docx", "pptx", "epub")
 EXTENSIONS = {
     ".txt": "text",
     ".html": "html",
@@ -22,9 +22,10 @@ EXTENSIONS = {
     ".markdown": "markdown",
     ".srt": "srt",
     ".docx": "docx",
+    ".pptx": "pptx",
     ".epub": "epub",
 }
-BINARY = {"docx", "epub"}  # zip containers: bytes in, bytes out
+BINARY = {"docx", "pptx", "epub"}  # zip containers: bytes in, bytes out
 MEDIA_TYPES = {
     "text": "text/plain; charset=utf-8",
     "html": "text/html; charset=utf-8",
@@ -32,6 +33,7 @@ MEDIA_TYPES = {
     "markdown": "text/markdown; charset=utf-8",
     "srt": "application/x-subrip",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     "epub": "application/epub+zip",
 }
 _ZIP = b"PK\x03\x04"
@@ -41,6 +43,7 @@ NEEDS = {  # the parsers each format reads with, all in the `formats` extra
     "markdown": ("markdown_it",),
     "srt": ("srt", "bs4"),
     "docx": ("docx", "lxml"),
+    "pptx": ("pptx", "lxml"),
     "epub": ("lxml", "bs4"),
     "text": (),
 }
@@ -71,7 +74,7 @@ def check_kind(data: bytes, fmt: str, name: str) -> None:
     if fmt in BINARY and not data.startswith(_ZIP):
         raise UserError(f"{name} is not a .{fmt} file: it is not a zip archive (encrypted, truncated or misnamed?)")
     if fmt not in BINARY and data.startswith(_ZIP):
-        raise UserError(f"{name} is a zip archive (a .docx or .epub?), not {fmt} text; name it by what it is")
+        raise UserError(f"{name} is a zip archive (a .docx, .pptx or .epub?), not {fmt} text; name it by what it is")
 
 
 def translate_bytes(
@@ -87,6 +90,10 @@ def translate_bytes(
         from mt.formats.docx import translate_docx
 
         return translate_docx(data, translate_segments)
+    if fmt == "pptx":
+        from mt.formats.pptx import translate_pptx
+
+        return translate_pptx(data, translate_segments)
     if fmt == "epub":
         from mt.formats.epub import translate_epub
 

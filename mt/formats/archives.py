@@ -17,7 +17,7 @@ PARSED = (".xml", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".rels")
 
 
 def open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
-    """`data` as a zip archive of a `kind` file (".docx", ".epub"), checked: not encrypted, and no
+    """`data` as a zip archive of a `kind` file (".docx", ".pptx", ".epub"), checked: not encrypted, and no
     more members, unpacked bytes or compression than a document needs."""
     if data[:8] == b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1":  # an OLE container: how Office stores encrypted files
         raise UserError(f"this {kind} file is encrypted (or an old binary Office file); save it unencrypted as {kind}")

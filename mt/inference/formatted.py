@@ -38,7 +38,7 @@ def translate_formatted(
     max_chars: int | None = None,
     name: str = "the input",
 ) -> bytes | str:
-    """`data` in format `fmt` ("html", "markdown", "srt", "docx", ...; mt.formats.FORMATS)
+    """`data` in format `fmt` ("html", "markdown", "srt", "docx", "pptx", ...; mt.formats.FORMATS)
     translated, its markup kept: a file's bytes give bytes, a text gives text. `max_chars` bounds
     the text a document may hold (a server's limit)."""
     segments, text = _translators(translator, options, batch_size, split, progress, max_chars)
