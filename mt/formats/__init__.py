@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mt.errors import UserError, require_extra
 
-FORMATS = ("text", "html", "xhtml", "markdown", "srt", "docx", "pptx", "epub")
+FORMATS = ("text", "html", "xhtml", "markdown", "srt", "docx", "pptx", "odt", "odp", "epub")
 EXTENSIONS = {
     ".txt": "text",
     ".html": "html",
@@ -23,9 +23,11 @@ EXTENSIONS = {
     ".srt": "srt",
     ".docx": "docx",
     ".pptx": "pptx",
+    ".odt": "odt",
+    ".odp": "odp",
     ".epub": "epub",
 }
-BINARY = {"docx", "pptx", "epub"}  # zip containers: bytes in, bytes out
+BINARY = {"docx", "pptx", "odt", "odp", "epub"}  # zip containers: bytes in, bytes out
 MEDIA_TYPES = {
     "text": "text/plain; charset=utf-8",
     "html": "text/html; charset=utf-8",
@@ -34,6 +36,8 @@ MEDIA_TYPES = {
     "srt": "application/x-subrip",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "odt": "application/vnd.oasis.opendocument.text",
+    "odp": "application/vnd.oasis.opendocument.presentation",
     "epub": "application/epub+zip",
 }
 _ZIP = b"PK\x03\x04"
@@ -44,6 +48,8 @@ NEEDS = {  # the parsers each format reads with, all in the `formats` extra
     "srt": ("srt", "bs4"),
     "docx": ("docx", "lxml"),
     "pptx": ("pptx", "lxml"),
+    "odt": ("lxml", "bs4"),
+    "odp": ("lxml", "bs4"),
     "epub": ("lxml", "bs4"),
     "text": (),
 }
@@ -74,7 +80,7 @@ def check_kind(data: bytes, fmt: str, name: str) -> None:
     if fmt in BINARY and not data.startswith(_ZIP):
         raise UserError(f"{name} is not a .{fmt} file: it is not a zip archive (encrypted, truncated or misnamed?)")
     if fmt not in BINARY and data.startswith(_ZIP):
-        raise UserError(f"{name} is a zip archive (a .docx, .pptx or .epub?), not {fmt} text; name it by what it is")
+        raise UserError(f"{name} is a zip archive (a .docx, .pptx, .odt or .epub?), not {fmt} text; name it as it is")
 
 
 def translate_bytes(
@@ -94,6 +100,10 @@ def translate_bytes(
         from mt.formats.pptx import translate_pptx
 
         return translate_pptx(data, translate_segments)
+    if fmt in ("odt", "odp"):
+        from mt.formats.opendocument import translate_opendocument
+
+        return translate_opendocument(data, translate_segments, f".{fmt}")
     if fmt == "epub":
         from mt.formats.epub import translate_epub
 

@@ -1,4 +1,4 @@
-"""Zip containers (DOCX, EPUB) opened safely: what a file could make the reader unpack is bounded
+"""Zip containers (DOCX, PPTX, OpenDocument, EPUB) opened safely: what a file could make the reader unpack is bounded
 before anything is read, and a file that is not a zip, or is encrypted or truncated, is one line."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ PARSED = (".xml", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".rels")
 
 
 def open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
-    """`data` as a zip archive of a `kind` file (".docx", ".pptx", ".epub"), checked: not encrypted, and no
-    more members, unpacked bytes or compression than a document needs."""
+    """`data` as a zip archive of a `kind` file (".docx", ".pptx", ".odt", ".epub"), checked: not
+    encrypted, and no more members, unpacked bytes or compression than a document needs."""
     if data[:8] == b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1":  # an OLE container: how Office stores encrypted files
         raise UserError(f"this {kind} file is encrypted (or an old binary Office file); save it unencrypted as {kind}")
     try:

@@ -16,19 +16,43 @@ from __future__ import annotations
 import html as html_lib
 import html.entities
 import re
+from dataclasses import dataclass
 
 from mt.errors import UserError
 from mt.formats.spans import Element, Segment, Span, Void
 
-BLOCKS = set(
-    "address article aside blockquote body caption center dd details dialog dir div dl dt fieldset figcaption "
-    "figure footer form frameset h1 h2 h3 h4 h5 h6 head header hgroup hr html legend li main menu nav ol optgroup "
-    "option p section summary table tbody td tfoot th thead title tr ul".split()
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """What a markup language's elements are to a translation, by name without prefix: blocks bound
+    segments (as does any element holding one); untouched elements are kept as they are, as
+    boundaries where they are `untouched_blocks`, else as voids; `voids` move whole, and `breaking`
+    ones part two words; `attributes` are translated."""
+
+    blocks: frozenset[str]
+    untouched: frozenset[str]
+    untouched_blocks: frozenset[str]
+    voids: frozenset[str]
+    breaking: frozenset[str]
+    attributes: tuple[str, ...] = ()
+
+
+def _names(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+HTML = Vocabulary(
+    blocks=_names(
+        "address article aside blockquote body caption center dd details dialog dir div dl dt fieldset figcaption "
+        "figure footer form frameset h1 h2 h3 h4 h5 h6 head header hgroup hr html legend li main menu nav ol "
+        "optgroup option p section summary table tbody td tfoot th thead title tr ul"
+    ),
+    untouched=_names("script style pre code kbd samp var textarea template svg math noscript iframe object"),
+    untouched_blocks=_names("script style pre textarea template noscript"),
+    voids=_names("area base br col embed hr img input link meta param source track wbr"),
+    breaking=_names("br hr"),
+    attributes=("alt", "title", "placeholder"),
 )
-UNTOUCHED = set("script style pre code kbd samp var textarea template svg math noscript iframe object".split())
-UNTOUCHED_BLOCKS = set("script style pre textarea template noscript".split())  # boundaries where they stand
-VOIDS = set("area base br col embed hr img input link meta param source track wbr".split())
-ATTRIBUTES = ("alt", "title", "placeholder")
 _ENTITY = re.compile(r"&(#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
 
 
@@ -51,19 +75,19 @@ def _name(tag) -> str:
     return (tag.name or "").split(":")[-1].lower()
 
 
-def _untouched(tag) -> bool:
+def _untouched(tag, vocabulary: Vocabulary) -> bool:
     classes = tag.get("class") or []
     classes = classes.split() if isinstance(classes, str) else classes
-    return _name(tag) in UNTOUCHED or tag.get("translate", "").lower() == "no" or "notranslate" in classes
+    return _name(tag) in vocabulary.untouched or tag.get("translate", "").lower() == "no" or "notranslate" in classes
 
 
 class _Page:
     """A parsed page and what in it is to be translated: segments, each with where it goes back."""
 
-    def __init__(self, text: str, xhtml: bool):
+    def __init__(self, text: str, xhtml: bool, vocabulary: Vocabulary = HTML):
         from bs4 import BeautifulSoup
 
-        self.xhtml = xhtml
+        self.xhtml, self.vocabulary = xhtml, vocabulary
         self.soup = BeautifulSoup(_numeric_entities(text) if xhtml else text, "xml" if xhtml else "html.parser")
         if xhtml and len(self.soup.get_text()) < len(_TAG.sub("", text)) // 2:
             raise UserError("an XHTML document could not be read whole (an internal DTD subset?); nothing was written")
@@ -80,7 +104,8 @@ class _Page:
             return False
         key = id(node)
         if key not in self._holds_block:
-            self._holds_block[key] = _name(node) in BLOCKS or any(self._is_block(c) for c in node.children)
+            named = _name(node) in self.vocabulary.blocks
+            self._holds_block[key] = named or any(self._is_block(c) for c in node.children)
         return self._holds_block[key]
 
     def _collect(self, container) -> None:
@@ -88,8 +113,8 @@ class _Page:
 
         run: list = []
         for child in list(container.children):
-            if isinstance(child, Tag) and _untouched(child):
-                if _name(child) in UNTOUCHED_BLOCKS or self._is_block(child):
+            if isinstance(child, Tag) and _untouched(child, self.vocabulary):
+                if _name(child) in self.vocabulary.untouched_blocks or self._is_block(child):
                     self._flush(run)  # a block left alone
                     run = []
                 else:
@@ -111,7 +136,7 @@ class _Page:
             self._flush(list(title.children))
 
     def _attributes(self, tag) -> None:
-        for name in ATTRIBUTES:
+        for name in self.vocabulary.attributes:
             value = tag.get(name)
             if isinstance(value, str) and value.strip():
                 self.segments.append(Segment(value))
@@ -136,10 +161,11 @@ class _Page:
                 text = text[1:]
             segment.text += text
             return
-        if not isinstance(node, Tag) or _untouched(node) or _name(node) in VOIDS:
-            if isinstance(node, Tag) and not _untouched(node):
+        untouched = isinstance(node, Tag) and _untouched(node, self.vocabulary)
+        if not isinstance(node, Tag) or untouched or _name(node) in self.vocabulary.voids:
+            if isinstance(node, Tag) and not untouched:
                 self._attributes(node)
-            breaking = _name(node) in ("br", "hr") and not segment.text.endswith(" ")  # parts two words
+            breaking = _name(node) in self.vocabulary.breaking and not segment.text.endswith(" ")
             segment.voids.append(Void(len(segment.text), node, frozenset(within), breaking))
             segment.text += " " if breaking else ""
             return
@@ -235,12 +261,18 @@ def translate_html(text: str, translate_segments, xhtml: bool = False, target_la
 
 
 def translate_html_many(
-    texts: list[str], translate_segments, xhtml: bool = False, target_lang=None, escape: bool = True
+    texts: list[str],
+    translate_segments,
+    xhtml: bool = False,
+    target_lang=None,
+    escape: bool = True,
+    vocabulary: Vocabulary = HTML,
 ) -> list[str]:
     """`translate_html` for many pages (an EPUB's chapters, a subtitle file's cues) in one call to
     `translate_segments`, so their sentences are batched together. `escape` off writes the text's
-    `&` and `<` as they are, for HTML-like tags in a format that is not HTML (subtitles)."""
-    pages = [_Page(text, xhtml) for text in texts]
+    `&` and `<` as they are, for HTML-like tags in a format that is not HTML (subtitles); another
+    `vocabulary` reads XML that is not XHTML (OpenDocument's)."""
+    pages = [_Page(text, xhtml, vocabulary) for text in texts]
     segments = [seg for page in pages for seg in page.segments]
     translated = translate_segments(segments) if segments else []
     at, out = 0, []

@@ -35,7 +35,7 @@ def a_docx() -> bytes:
     "data, fmt, message",
     [
         (b"<p>une page</p>", "docx", "not a .docx file: it is not a zip archive"),
-        (b"PK\x03\x04 whatever", "html", "is a zip archive (a .docx, .pptx or .epub?), not html"),
+        (b"PK\x03\x04 whatever", "html", "is a zip archive (a .docx, .pptx, .odt or .epub?), not html"),
         (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 600, "docx", "not a .docx file"),
         (b"<p>caf\xe9</p>", "html", "is not UTF-8 text"),
         (b"1\nnot a timing\nhello\n", "srt", "not a SubRip (.srt) file"),
@@ -43,6 +43,8 @@ def a_docx() -> bytes:
         (zipped({"word/document.xml": b"<not/>"}), "docx", "not a .docx file, or a damaged one"),
         (zipped({"ppt/presentation.xml": b"<not/>"}), "pptx", "not a .pptx file, or a damaged one"),
         (b"<p>une page</p>", "pptx", "not a .pptx file: it is not a zip archive"),
+        (zipped({"META-INF/manifest.xml": b"<m><encryption-data/></m>", "content.xml": b"\x8f"}), "odt", "encrypted"),
+        (zipped({"styles.xml": b"<x/>"}), "odp", "the .odp file has no content.xml"),
     ],
 )
 def test_a_file_that_is_not_what_its_format_says_is_one_line(data, fmt, message):

@@ -1,0 +1,53 @@
+"""OpenDocument text and presentations (.odt, .odp, as LibreOffice writes them): the text of the
+body (paragraphs, headings, lists, tables, text boxes, slides and their notes) and of the page
+styles' headers and footers translated through the HTML path, read with OpenDocument's own
+vocabulary; every other member of the archive copied byte for byte.
+
+OpenDocument's inline markup is HTML's in other names (`text:span`, `text:a`), and it reads
+whitespace as HTML does, with `text:s` for each space past the first. Fields (a page number, a date),
+comments and footnote numbers stay as they are; a footnote's text is translated, and parts the
+sentence it stands in, as any block inside a paragraph does.
+"""
+
+from __future__ import annotations
+
+from mt.errors import UserError
+from mt.formats.archives import open_zip, read_member, rewritten
+from mt.formats.html import Vocabulary, _names, read_text, translate_html_many
+
+FIELDS = (
+    "page-number page-count page-continuation date time chapter file-name template-name sequence sequence-ref "
+    "bookmark-ref reference-ref note-ref variable-get variable-set user-field-get user-defined author-name "
+    "author-initials creation-date creation-time word-count character-count paragraph-count"
+)
+KEPT_BLOCKS = _names(  # declarations beside the text, and tracked changes: kept whole where they stand
+    "automatic-styles styles font-face-decls scripts forms sequence-decls variable-decls user-field-decls "
+    "tracked-changes"
+)
+ODF = Vocabulary(
+    blocks=_names("p h"),  # and whatever holds one: lists, cells, text boxes, notes, slides
+    untouched=_names(f"{FIELDS} annotation annotation-end note-citation") | KEPT_BLOCKS,
+    untouched_blocks=KEPT_BLOCKS,
+    voids=_names(
+        "s tab line-break soft-page-break bookmark bookmark-start bookmark-end reference-mark reference-mark-start "
+        "reference-mark-end change change-start change-end toc-mark toc-mark-start toc-mark-end frame "
+        "alphabetical-index-mark alphabetical-index-mark-start alphabetical-index-mark-end"
+    ),
+    breaking=_names("s tab line-break"),
+)
+TRANSLATED = ("content.xml", "styles.xml")  # the body; the page styles' headers and footers
+
+
+def translate_opendocument(data: bytes, translate_segments, kind: str) -> bytes:
+    """An .odt or .odp file (`kind`) with its text translated: see the module notes."""
+    archive = open_zip(data, kind)
+    if "META-INF/manifest.xml" in archive.namelist() and b"encryption-data" in read_member(
+        archive, "META-INF/manifest.xml", kind
+    ):  # OpenDocument encrypts members itself, inside a plain zip
+        raise UserError(f"this {kind} file is encrypted (saved with a password); save it without one")
+    names = [name for name in TRANSLATED if name in archive.namelist()]
+    if "content.xml" not in names:
+        read_member(archive, "content.xml", kind)  # the one-line error for a file without a body
+    texts = [read_text(read_member(archive, name, kind), name) for name in names]
+    translated = translate_html_many(texts, translate_segments, xhtml=True, vocabulary=ODF)
+    return rewritten(archive, {name: text.encode("utf-8") for name, text in zip(names, translated)}, kind)
