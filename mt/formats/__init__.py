@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mt.errors import UserError, require_extra
 
-FORMATS = ("text", "html", "xhtml", "markdown", "srt", "docx", "pptx", "odt", "odp", "epub")
+FORMATS = ("text", "html", "xhtml", "markdown", "srt", "vtt", "docx", "pptx", "odt", "odp", "epub")
 EXTENSIONS = {
     ".txt": "text",
     ".html": "html",
@@ -21,6 +21,7 @@ EXTENSIONS = {
     ".md": "markdown",
     ".markdown": "markdown",
     ".srt": "srt",
+    ".vtt": "vtt",
     ".docx": "docx",
     ".pptx": "pptx",
     ".odt": "odt",
@@ -34,6 +35,7 @@ MEDIA_TYPES = {
     "xhtml": "application/xhtml+xml",
     "markdown": "text/markdown; charset=utf-8",
     "srt": "application/x-subrip",
+    "vtt": "text/vtt; charset=utf-8",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     "odt": "application/vnd.oasis.opendocument.text",
@@ -46,6 +48,7 @@ NEEDS = {  # the parsers each format reads with, all in the `formats` extra
     "xhtml": ("bs4", "lxml"),
     "markdown": ("markdown_it",),
     "srt": ("srt", "bs4"),
+    "vtt": ("bs4",),
     "docx": ("docx", "lxml"),
     "pptx": ("pptx", "lxml"),
     "odt": ("lxml", "bs4"),
@@ -126,6 +129,10 @@ def translate_string(text: str, fmt: str, translate_segments, translate_text, ta
         from mt.formats.subtitles import translate_srt
 
         return translate_srt(text, translate_segments)
+    if fmt == "vtt":
+        from mt.formats.subtitles import translate_vtt
+
+        return translate_vtt(text, translate_segments)
     if fmt in BINARY:
         raise UserError(f"a .{fmt} file is a zip archive: give it as a file, not as text")
     return translate_text(text)

@@ -1,5 +1,6 @@
-"""SubRip subtitles (mt/formats/subtitles.py), read back with the `srt` package: the same cues,
-numbers and timings; each cue's lines translated as one text and wrapped to as many lines."""
+"""Subtitles (mt/formats/subtitles.py): SubRip read back with the `srt` package, WebVTT with
+`webvtt-py`: the same cues, numbers, timings and settings; each cue's lines translated as one text
+and wrapped to as many lines; WebVTT's cue tags, notes and styles kept."""
 
 import pytest
 from helpers import Upper
@@ -45,3 +46,42 @@ def test_lines_are_wrapped_evenly_at_spaces_outside_tags():
         and all(line.count("<") == line.count(">") for line in tagged)
     )
     assert wrap_evenly("seul", 3) == ["seul"]
+
+
+VTT = """WEBVTT - un film
+
+NOTE une remarque
+sur deux lignes
+
+STYLE
+::cue(.jaune) { color: yellow; }
+
+intro
+00:00:01.000 --> 00:00:03.500 align:start line:10%
+<v Marie>Bonjour tout le monde,
+comment allez-vous ?
+
+00:00:04.000 --> 00:00:06.250
+<c.jaune>Une voix</c> au loin <00:00:05.000>&amp; la mer.
+"""
+
+
+def test_webvtt_keeps_its_header_notes_styles_settings_and_cue_tags():
+    webvtt = pytest.importorskip("webvtt", reason="webvtt-py is in the dev extra (pip install 'mt[dev]')")
+    upper = Upper()
+    out = translate_formatted(upper, VTT.encode(), "vtt").decode()
+    assert out.startswith("WEBVTT - un film\n\nNOTE une remarque\nsur deux lignes\n\nSTYLE\n::cue(.jaune)")
+    assert "00:00:01.000 --> 00:00:03.500 align:start line:10%" in out
+    assert upper.seen[:2] == ["Bonjour tout le monde, comment allez-vous ?", "Une voix au loin & la mer."]
+    before, after = webvtt.from_string(VTT), webvtt.from_string(out)
+    assert [(c.identifier, c.start, c.end) for c in after] == [(c.identifier, c.start, c.end) for c in before]
+    first, second = after.captions
+    assert first.raw_text == "<v Marie>BONJOUR TOUT LE MONDE,\nCOMMENT ALLEZ-VOUS ?"  # the voice left open, as it was
+    assert second.raw_text == "<c.jaune>UNE VOIX</c> AU LOIN <00:00:05.000> &amp; LA MER."  # the time between the words
+
+
+def test_a_file_without_the_webvtt_line_is_one_line_error():
+    from mt.errors import UserError
+
+    with pytest.raises(UserError, match="not a WebVTT"):
+        translate_formatted(Upper(), b"00:00:01.000 --> 00:00:02.000\nbonjour\n", "vtt")
