@@ -44,7 +44,7 @@ def parse_args(argv):
         "--input-format",
         choices=FORMATS,
         help="the input's format, and so the output's, with its markup kept (default: from --input's extension: "
-        ".html .xhtml .md .srt .vtt .docx .pptx .odt .odp .epub; else text, one line in, one line out)",
+        ".html .xhtml .md .srt .vtt .docx .pptx .xlsx .odt .odp .epub; else text, one line in, one line out)",
     )
     p.add_argument(
         "--format",

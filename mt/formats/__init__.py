@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mt.errors import UserError, require_extra
 
-FORMATS = ("text", "html", "xhtml", "markdown", "srt", "vtt", "docx", "pptx", "odt", "odp", "epub")
+FORMATS = ("text", "html", "xhtml", "markdown", "srt", "vtt", "docx", "pptx", "xlsx", "odt", "odp", "epub")
 EXTENSIONS = {
     ".txt": "text",
     ".html": "html",
@@ -24,11 +24,12 @@ EXTENSIONS = {
     ".vtt": "vtt",
     ".docx": "docx",
     ".pptx": "pptx",
+    ".xlsx": "xlsx",
     ".odt": "odt",
     ".odp": "odp",
     ".epub": "epub",
 }
-BINARY = {"docx", "pptx", "odt", "odp", "epub"}  # zip containers: bytes in, bytes out
+BINARY = {"docx", "pptx", "xlsx", "odt", "odp", "epub"}  # zip containers: bytes in, bytes out
 MEDIA_TYPES = {
     "text": "text/plain; charset=utf-8",
     "html": "text/html; charset=utf-8",
@@ -38,6 +39,7 @@ MEDIA_TYPES = {
     "vtt": "text/vtt; charset=utf-8",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
     "odt": "application/vnd.oasis.opendocument.text",
     "odp": "application/vnd.oasis.opendocument.presentation",
     "epub": "application/epub+zip",
@@ -51,6 +53,7 @@ NEEDS = {  # the parsers each format reads with, all in the `formats` extra
     "vtt": ("bs4",),
     "docx": ("docx", "lxml"),
     "pptx": ("pptx", "lxml"),
+    "xlsx": ("lxml",),
     "odt": ("lxml", "bs4"),
     "odp": ("lxml", "bs4"),
     "epub": ("lxml", "bs4"),
@@ -103,6 +106,10 @@ def translate_bytes(
         from mt.formats.pptx import translate_pptx
 
         return translate_pptx(data, translate_segments)
+    if fmt == "xlsx":
+        from mt.formats.xlsx import translate_xlsx
+
+        return translate_xlsx(data, translate_segments)
     if fmt in ("odt", "odp"):
         from mt.formats.opendocument import translate_opendocument
 

@@ -1,4 +1,4 @@
-"""Zip containers (DOCX, PPTX, OpenDocument, EPUB) opened safely: what a file could make the reader unpack is bounded
+"""Zip containers (Office, OpenDocument, EPUB) opened safely: what a file could make the reader unpack is bounded
 before anything is read, and a file that is not a zip, or is encrypted or truncated, is one line."""
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""Paragraphs of formatted runs, as Office Open XML writes them in Word (WordprocessingML) and in
-PowerPoint (DrawingML): read out as segments and written back with their formatting kept.
+"""Paragraphs of formatted runs, as Office Open XML writes them in Word (WordprocessingML),
+PowerPoint (DrawingML) and Excel's strings (SpreadsheetML): read out as segments and written back
+with their formatting kept.
 
 Within a paragraph, the formatting most of its text has is the paragraph's own; runs formatted
 otherwise (bold, italic, a colour, a link) and Word's hyperlinks become the segment's spans, so the
 formatting lands on the target words aligned to them. Tabs, breaks, pictures, bookmarks and the like
 are voids, moved whole. A paragraph holding what must stay in its order (Word's field codes, tracked
-changes, content controls) is left as it is. The two dialects differ only in names, in where a link
-sits, and in what closes a paragraph: `Dialect` says how.
+changes, content controls) is left as it is. The dialects differ only in names, in where a link
+sits, in what closes a paragraph, and in whether text may stand outside a run: `Dialect` says how.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Dialect:
     closing: frozenset[str] = frozenset()  # a paragraph's last children, kept last (DrawingML's end properties)
     volatile: frozenset[str] = frozenset()  # run attributes that are bookkeeping, not formatting
     preserve_space: bool = False  # text elements say xml:space="preserve" (Word drops edge spaces without it)
+    bare_text: bool = False  # an unformatted paragraph is one text element, no run (Excel's plain strings)
 
     def tag(self, name: str) -> str:
         return f"{{{self.namespace}}}{name}"
@@ -52,6 +54,14 @@ DRAWING = Dialect(
     breaks=frozenset({"br"}),
     closing=frozenset({"endParaRPr"}),
     volatile=frozenset({"lang", "altLang", "dirty", "err", "noProof", "smtClean", "smtId"}),  # spelling, edits
+)
+SPREADSHEET = Dialect(
+    "http://schemas.openxmlformats.org/spreadsheetml/2006/main",
+    keep_whole=frozenset(),
+    breaks=frozenset(),
+    closing=frozenset({"rPh", "phoneticPr"}),  # East Asian readings of the string, kept after it
+    preserve_space=True,
+    bare_text=True,
 )
 
 
@@ -110,6 +120,8 @@ def _atoms(p, dialect: Dialect) -> list[_Atom] | None:
                         out.append(_Atom(part.text or "", None, rpr, link))
                     elif kind != "rPr":
                         out.append(_Atom(None, part, rpr, link))
+            elif name == "t" and dialect.bare_text:
+                out.append(_Atom(child.text or "", None, None, link))
             elif name == dialect.link and link is None:
                 if runs(child, child) is False:
                     return False
@@ -212,6 +224,9 @@ def translate_paragraphs(paragraphs: list, translate_segments, dialect: Dialect)
             if _local(child) != "pPr":
                 p.remove(child)
         _emit(nodes, p, base, dialect)
+        written = [child for child in p if _local(child) != "pPr"]
+        if dialect.bare_text and len(written) == 1 and len(written[0]) == 1 and _local(written[0][0]) == "t":
+            written[0].getparent().replace(written[0], written[0][0])  # one plain run: its text alone
         p.extend(closing)
 
 
