@@ -86,7 +86,9 @@ def check_kind(data: bytes, fmt: str, name: str) -> None:
     if fmt in BINARY and not data.startswith(_ZIP):
         raise UserError(f"{name} is not a .{fmt} file: it is not a zip archive (encrypted, truncated or misnamed?)")
     if fmt not in BINARY and data.startswith(_ZIP):
-        raise UserError(f"{name} is a zip archive (a .docx, .pptx, .odt or .epub?), not {fmt} text; name it as it is")
+        raise UserError(
+            f"{name} is a zip archive (an Office, OpenDocument or EPUB file?), not {fmt} text; name it as it is"
+        )
 
 
 def translate_bytes(

@@ -26,8 +26,9 @@ from mt.formats.spans import Element, Segment, Span, Void
 class Vocabulary:
     """What a markup language's elements are to a translation, by name without prefix: blocks bound
     segments (as does any element holding one); untouched elements are kept as they are, as
-    boundaries where they are `untouched_blocks`, else as voids; `voids` move whole, and `breaking`
-    ones part two words; `attributes` are translated."""
+    boundaries where they are `untouched_blocks` or hold a block, else as voids (`inline` ones even
+    holding a block: a comment on a word); `voids` move whole, and `breaking` ones part two words;
+    `attributes` are translated."""
 
     blocks: frozenset[str]
     untouched: frozenset[str]
@@ -35,22 +36,23 @@ class Vocabulary:
     voids: frozenset[str]
     breaking: frozenset[str]
     attributes: tuple[str, ...] = ()
+    inline: frozenset[str] = frozenset()
 
 
-def _names(text: str) -> frozenset[str]:
+def element_names(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
 HTML = Vocabulary(
-    blocks=_names(
+    blocks=element_names(
         "address article aside blockquote body caption center dd details dialog dir div dl dt fieldset figcaption "
         "figure footer form frameset h1 h2 h3 h4 h5 h6 head header hgroup hr html legend li main menu nav ol "
         "optgroup option p section summary table tbody td tfoot th thead title tr ul"
     ),
-    untouched=_names("script style pre code kbd samp var textarea template svg math noscript iframe object"),
-    untouched_blocks=_names("script style pre textarea template noscript"),
-    voids=_names("area base br col embed hr img input link meta param source track wbr"),
-    breaking=_names("br hr"),
+    untouched=element_names("script style pre code kbd samp var textarea template svg math noscript iframe object"),
+    untouched_blocks=element_names("script style pre textarea template noscript"),
+    voids=element_names("area base br col embed hr img input link meta param source track wbr"),
+    breaking=element_names("br hr"),
     attributes=("alt", "title", "placeholder"),
 )
 _ENTITY = re.compile(r"&(#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
@@ -105,7 +107,8 @@ class _Page:
         key = id(node)
         if key not in self._holds_block:
             named = _name(node) in self.vocabulary.blocks
-            self._holds_block[key] = named or any(self._is_block(c) for c in node.children)
+            inner = [c for c in node.children if not (isinstance(c, Tag) and _name(c) in self.vocabulary.inline)]
+            self._holds_block[key] = named or any(self._is_block(c) for c in inner)
         return self._holds_block[key]
 
     def _collect(self, container) -> None:
@@ -114,7 +117,8 @@ class _Page:
         run: list = []
         for child in list(container.children):
             if isinstance(child, Tag) and _untouched(child, self.vocabulary):
-                if _name(child) in self.vocabulary.untouched_blocks or self._is_block(child):
+                inline = _name(child) in self.vocabulary.inline
+                if _name(child) in self.vocabulary.untouched_blocks or (self._is_block(child) and not inline):
                     self._flush(run)  # a block left alone
                     run = []
                 else:

@@ -13,6 +13,7 @@ sits, in what closes a paragraph, and in whether text may stand outside a run: `
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ class Dialect:
     volatile: frozenset[str] = frozenset()  # run attributes that are bookkeeping, not formatting
     preserve_space: bool = False  # text elements say xml:space="preserve" (Word drops edge spaces without it)
     bare_text: bool = False  # an unformatted paragraph is one text element, no run (Excel's plain strings)
+    dropped: frozenset[str] = frozenset()  # children that describe the source's text only, left out
 
     def tag(self, name: str) -> str:
         return f"{{{self.namespace}}}{name}"
@@ -59,7 +61,8 @@ SPREADSHEET = Dialect(
     "http://schemas.openxmlformats.org/spreadsheetml/2006/main",
     keep_whole=frozenset(),
     breaks=frozenset(),
-    closing=frozenset({"rPh", "phoneticPr"}),  # East Asian readings of the string, kept after it
+    closing=frozenset({"phoneticPr"}),  # how East Asian readings are shown, kept last
+    dropped=frozenset({"rPh"}),  # a reading of source characters, by their offsets: not the translation's
     preserve_space=True,
     bare_text=True,
 )
@@ -78,6 +81,7 @@ class _Atom:
     rpr: object | None
     link: object | None
     in_run: bool = True  # a void inside a run goes back into a run of its own
+    breaking: bool = False  # a line break or tab written as a character in the text
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,25 @@ def _key(rpr, dialect: Dialect) -> bytes:
     return etree.tostring(bare)
 
 
+_CONTROL = re.compile(r"([\n\t])")  # written in the text itself (Excel's line breaks, PowerPoint's tabs)
+
+
+def _texts(value: str, rpr, link, dialect: Dialect) -> list[_Atom]:
+    """A text element's atoms: its text, with each line break or tab in it a void of its own (a text
+    element holding just that character), so that it parts words and stays where it was."""
+    out = []
+    for piece in _CONTROL.split(value):
+        if piece in ("\n", "\t"):
+            element = etree.Element(dialect.tag("t"))
+            element.text = piece
+            if dialect.preserve_space:
+                element.set(_SPACE, "preserve")
+            out.append(_Atom(None, element, rpr, link, breaking=True))
+        elif piece:
+            out.append(_Atom(piece, None, rpr, link))
+    return out
+
+
 def _atoms(p, dialect: Dialect) -> list[_Atom] | None:
     """The paragraph's pieces in order, or None where it holds what must stay whole."""
     out: list[_Atom] = []
@@ -117,15 +140,15 @@ def _atoms(p, dialect: Dialect) -> list[_Atom] | None:
                     if kind in dialect.keep_whole:
                         return False
                     if kind == "t":
-                        out.append(_Atom(part.text or "", None, rpr, link))
+                        out.extend(_texts(part.text or "", rpr, link, dialect))
                     elif kind != "rPr":
                         out.append(_Atom(None, part, rpr, link))
             elif name == "t" and dialect.bare_text:
-                out.append(_Atom(child.text or "", None, None, link))
+                out.extend(_texts(child.text or "", None, link, dialect))
             elif name == dialect.link and link is None:
                 if runs(child, child) is False:
                     return False
-            elif name != "pPr" and name not in dialect.closing:
+            elif name != "pPr" and name not in dialect.closing and name not in dialect.dropped:
                 out.append(_Atom(None, child, None, link, in_run=False))
         return True
 
@@ -144,7 +167,7 @@ def _segment(atoms: list[_Atom], dialect: Dialect) -> tuple[Segment, object]:
         if a.link is not None and (not links or links[-1][2] is not a.link or links[-1][1] != len(seg.text)):
             links.append([len(seg.text), len(seg.text), a.link])
         if a.text is None:
-            breaking = _local(a.element) in dialect.breaks and not seg.text.endswith(" ")
+            breaking = (a.breaking or _local(a.element) in dialect.breaks) and not seg.text.endswith(" ")
             within = frozenset({len(links) - 1}) if a.link is not None else frozenset()
             seg.voids.append(Void(len(seg.text), a, within, breaking))
             seg.text += " " if breaking else ""
@@ -207,6 +230,18 @@ def _joined_text(nodes: list) -> list:
     return out
 
 
+def _plain_as_text(p, dialect: Dialect) -> None:
+    """Runs with no formatting of their own written as the one text element they amount to."""
+    runs = [child for child in p if _local(child) != "pPr"]
+    if runs and all(_local(r) == "r" and len(r) == 1 and _local(r[0]) == "t" for r in runs):
+        text = etree.SubElement(p, dialect.tag("t"))
+        text.text = "".join(r[0].text or "" for r in runs)
+        if dialect.preserve_space:
+            text.set(_SPACE, "preserve")
+        for r in runs:
+            p.remove(r)
+
+
 def translate_paragraphs(paragraphs: list, translate_segments, dialect: Dialect) -> None:
     """Each paragraph element translated in place (one call of `translate_segments` for all): its
     properties stay first, its closing elements last, and its runs between are written anew."""
@@ -224,9 +259,8 @@ def translate_paragraphs(paragraphs: list, translate_segments, dialect: Dialect)
             if _local(child) != "pPr":
                 p.remove(child)
         _emit(nodes, p, base, dialect)
-        written = [child for child in p if _local(child) != "pPr"]
-        if dialect.bare_text and len(written) == 1 and len(written[0]) == 1 and _local(written[0][0]) == "t":
-            written[0].getparent().replace(written[0], written[0][0])  # one plain run: its text alone
+        if dialect.bare_text:
+            _plain_as_text(p, dialect)
         p.extend(closing)
 
 
@@ -237,9 +271,10 @@ def translate_package(data: bytes, kind: str, load, not_found: type, paragraphs,
     open_zip(data, kind)  # bounded and readable before the library unpacks anything
     try:
         package = load(io.BytesIO(data))
+        found = paragraphs(package)  # reading the parts a package links to can fail too
     except (not_found, KeyError, ValueError, etree.XMLSyntaxError, zipfile.BadZipFile, zlib.error, OSError) as e:
         raise UserError(f"not a {kind} file, or a damaged one ({type(e).__name__}: {str(e)[:120]})") from None
-    translate_paragraphs(paragraphs(package), translate_segments, dialect)
+    translate_paragraphs(found, translate_segments, dialect)
     out = io.BytesIO()
     package.save(out)
     return out.getvalue()

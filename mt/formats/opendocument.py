@@ -11,31 +11,39 @@ sentence it stands in, as any block inside a paragraph does.
 
 from __future__ import annotations
 
+from lxml import etree
+
 from mt.errors import UserError
 from mt.formats.archives import open_zip, read_member, rewritten
-from mt.formats.html import Vocabulary, _names, read_text, translate_html_many
+from mt.formats.html import Vocabulary, element_names, read_text, translate_html_many
 
 FIELDS = (
     "page-number page-count page-continuation date time chapter file-name template-name sequence sequence-ref "
     "bookmark-ref reference-ref note-ref variable-get variable-set user-field-get user-defined author-name "
-    "author-initials creation-date creation-time word-count character-count paragraph-count"
+    "author-initials creation-date creation-time word-count character-count paragraph-count title subject "
+    "description keywords initial-creator creator print-date print-time modification-date modification-time "
+    "page-variable-get expression text-input"
 )
-KEPT_BLOCKS = _names(  # declarations beside the text, and tracked changes: kept whole where they stand
+KEPT_BLOCKS = element_names(  # declarations beside the text, and tracked changes: kept whole
     "automatic-styles styles font-face-decls scripts forms sequence-decls variable-decls user-field-decls "
     "tracked-changes"
 )
 ODF = Vocabulary(
-    blocks=_names("p h"),  # and whatever holds one: lists, cells, text boxes, notes, slides
-    untouched=_names(f"{FIELDS} annotation annotation-end note-citation") | KEPT_BLOCKS,
+    blocks=element_names("p h"),  # and whatever holds one: lists, cells, text boxes, notes, slides
+    untouched=element_names(f"{FIELDS} annotation annotation-end note-citation") | KEPT_BLOCKS,
     untouched_blocks=KEPT_BLOCKS,
-    voids=_names(
+    inline=element_names("annotation"),  # a comment holds paragraphs, but sits on words of the sentence
+    voids=element_names(
         "s tab line-break soft-page-break bookmark bookmark-start bookmark-end reference-mark reference-mark-start "
         "reference-mark-end change change-start change-end toc-mark toc-mark-start toc-mark-end frame "
         "alphabetical-index-mark alphabetical-index-mark-start alphabetical-index-mark-end"
     ),
-    breaking=_names("s tab line-break"),
+    breaking=element_names("s tab line-break"),
 )
-TRANSLATED = ("content.xml", "styles.xml")  # the body; the page styles' headers and footers
+TRANSLATED = ("content.xml", "styles.xml")
+_STRICT = etree.XMLParser(
+    resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True
+)  # the body; the page styles' headers and footers
 
 
 def translate_opendocument(data: bytes, translate_segments, kind: str) -> bytes:
@@ -48,6 +56,12 @@ def translate_opendocument(data: bytes, translate_segments, kind: str) -> bytes:
     names = [name for name in TRANSLATED if name in archive.namelist()]
     if "content.xml" not in names:
         read_member(archive, "content.xml", kind)  # the one-line error for a file without a body
-    texts = [read_text(read_member(archive, name, kind), name) for name in names]
+    raw = [read_member(archive, name, kind) for name in names]
+    for name, data in zip(names, raw):  # the reader repairs what it parses; a damaged part is refused first
+        try:
+            etree.fromstring(data, _STRICT)
+        except etree.XMLSyntaxError as e:
+            raise UserError(f"the {kind} file's {name} is not well-formed XML ({e}); nothing was written") from None
+    texts = [read_text(data, name) for name, data in zip(names, raw)]
     translated = translate_html_many(texts, translate_segments, xhtml=True, vocabulary=ODF)
     return rewritten(archive, {name: text.encode("utf-8") for name, text in zip(names, translated)}, kind)

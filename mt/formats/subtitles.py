@@ -67,6 +67,7 @@ def translate_srt(text: str, translate_segments) -> str:
 
 
 _VTT_TAG = re.compile(r"<(/?)([^\s>./]*)[^>]*>")  # <v Bob>, <c.yellow>, </i>, <00:00:02.000>
+_NOT_A_CUE = re.compile(r"(?:NOTE|STYLE|REGION)(?:[ \t]|$)")
 _STANDS_FOR = re.compile(r'<span data-vtt="(\d+)">|</span>|<wbr data-vtt="(\d+)"/?>')
 
 
@@ -101,20 +102,20 @@ def _cue_from_html(html: str, tags: list[str], closed: set[int]) -> str:
             out.append(tags[opened[-1]])
         elif m.group(2) is not None:
             out.append(tags[int(m.group(2))])
-        elif opened and opened[-1] in closed:
-            out.append(f"</{_VTT_TAG.match(tags[opened.pop()]).group(2)}>")
-        elif opened:
-            opened.pop()
+        elif opened:  # a tag the cue left open stays open only where it still runs to the cue's end
+            index = opened.pop()
+            if index in closed or re.sub(r"</span>|\s", "", html[m.end() :]):
+                out.append(f"</{_VTT_TAG.match(tags[index]).group(2)}>")
     return "".join(out) + html[at:]
 
 
 def _vtt_blocks(lines: list[str]) -> list[tuple[int, int]]:
-    """(first, end) line ranges of the blocks that blank lines part."""
+    """(first, end) line ranges of the blocks that empty lines part (a line of spaces is in a cue)."""
     blocks, start = [], None
     for i, line in enumerate(lines + [""]):
-        if line.strip() and start is None:
+        if line and start is None:
             start = i
-        elif not line.strip() and start is not None:
+        elif not line and start is not None:
             blocks.append((start, i))
             start = None
     return blocks
@@ -122,14 +123,14 @@ def _vtt_blocks(lines: list[str]) -> list[tuple[int, int]]:
 
 def translate_vtt(text: str, translate_segments) -> str:
     """A whole .vtt file translated: see the module notes."""
-    if not re.match(r"\ufeff?WEBVTT(?:[ \t]|$)", text.split("\n", 1)[0].rstrip("\r")):
+    eol = "\r\n" if "\r\n" in text else "\r" if "\r" in text else "\n"
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if not re.match(r"\ufeff?WEBVTT(?:[ \t]|$)", lines[0]):
         raise UserError("not a WebVTT (.vtt) file: its first line is not WEBVTT")
-    eol = "\r\n" if "\r\n" in text else "\n"
-    lines = text.replace("\r\n", "\n").split("\n")
     cues = []  # (first payload line, end, the cue as HTML, its tags, which it closes)
     for start, end in _vtt_blocks(lines)[1:]:
         timing = next((i for i in range(start, min(start + 2, end)) if "-->" in lines[i]), None)
-        if timing is None or lines[start].startswith(("NOTE", "STYLE", "REGION")) or timing + 1 >= end:
+        if timing is None or _NOT_A_CUE.match(lines[start]) or timing + 1 >= end:
             continue
         body = " ".join(line.strip() for line in lines[timing + 1 : end])
         cues.append((timing + 1, end, *_cue_as_html(body)))

@@ -123,7 +123,10 @@ def grown_links(weights: torch.Tensor, n_src: int, n_tgt: int) -> list[tuple[int
         return links
     top = weights[:n_tgt, :n_src].topk(min(2, n_src), dim=1)
     best = top.indices[:, 0].tolist()
-    clear = (top.values[:, -1] * 2 <= top.values[:, 0]).tolist() if n_src > 1 else [True] * n_tgt
+    clear = top.values[:, -1] * 2 <= top.values[:, 0] if n_src > 1 else torch.ones(n_tgt, dtype=torch.bool)
+    if weights.shape[1] > n_src:  # and more than to the source's <END>, where a token with no source looks
+        clear &= top.values[:, 0] > weights[:n_tgt, n_src]
+    clear = clear.tolist()
     linked: dict[int, set[int]] = {}
     for s, t in links:
         linked.setdefault(t, set()).add(s)

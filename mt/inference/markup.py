@@ -59,14 +59,12 @@ def _links(translator, sources: list[str], hyps) -> list[tuple[list[str], list[t
     """Each (source piece, hypothesis)'s source tokens and (source, target) token links, from one
     model's cross-attention."""
     model = getattr(translator, "model", None)
-    if model is None:  # an engine whose attention mt cannot read (CTranslate2): tokens in order
-        translator.note_once(
-            "markup goes back by token position: CTranslate2 gives no attention to align it by (--engine mt does)"
-        )
-        split = translator.tokenizer.split(sources)
-        return [(tokens, _in_order(len(tokens), len(h.tokens))) for tokens, h in zip(split, hyps)]
     if not sources:
         return []
+    if model is None:  # an engine whose attention mt cannot read (CTranslate2): tokens in order
+        translator.note_once("markup goes back by token position: this engine gives no attention to align it by")
+        split = translator.tokenizer.split(sources)
+        return [(tokens, _in_order(len(tokens), len(h.tokens))) for tokens, h in zip(split, hyps)]
     src_ids = translator.encode(sources, warn_truncated=False)
     order = sorted(range(len(sources)), key=lambda i: len(src_ids[i]) + len(hyps[i].ids))  # little padding
     weights: dict[int, object] = {}

@@ -50,7 +50,7 @@ FLAGS = {
 }
 MAX_REQUEST_TERMS = 1000  # a request's own glossary terms
 NOT_OPTIONS = ("text", "split", "format", "source", "target", "api_key")  # the body's keys that are no decoding option
-TEXT_FORMATS = ("text", "html", "xhtml", "markdown", "srt")  # what a JSON text may be written in
+TEXT_FORMATS = ("text", "html", "xhtml", "markdown", "srt", "vtt")  # what a JSON text may be written in
 _STRING = re.compile(rb'"(?:\\.|[^"\\])*"')
 _BRACKET = re.compile(rb"[\[\]{}]")
 

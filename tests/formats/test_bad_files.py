@@ -35,7 +35,7 @@ def a_docx() -> bytes:
     "data, fmt, message",
     [
         (b"<p>une page</p>", "docx", "not a .docx file: it is not a zip archive"),
-        (b"PK\x03\x04 whatever", "html", "is a zip archive (a .docx, .pptx, .odt or .epub?), not html"),
+        (b"PK\x03\x04 whatever", "html", "is a zip archive (an Office, OpenDocument or EPUB file?), not html"),
         (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 600, "docx", "not a .docx file"),
         (b"<p>caf\xe9</p>", "html", "is not UTF-8 text"),
         (b"1\nnot a timing\nhello\n", "srt", "not a SubRip (.srt) file"),

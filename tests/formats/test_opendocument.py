@@ -63,8 +63,8 @@ def texts(root, path: str) -> list[str]:
 
 
 def test_a_text_document_comes_back_translated_with_its_spans_spaces_fields_and_comments():
-    source = package("odt", TEXT_BODY)
-    out = zipfile.ZipFile(io.BytesIO(translate_formatted(Upper(), source, "odt")))
+    source, upper = package("odt", TEXT_BODY), Upper()
+    out = zipfile.ZipFile(io.BytesIO(translate_formatted(upper, source, "odt")))
     before = zipfile.ZipFile(io.BytesIO(source))
     assert [i.filename for i in out.infolist()] == [i.filename for i in before.infolist()]
     assert out.infolist()[0].compress_type == zipfile.ZIP_STORED and out.read("mimetype") == before.read("mimetype")
@@ -80,6 +80,7 @@ def test_a_text_document_comes_back_translated_with_its_spans_spaces_fields_and_
     assert texts(body, "//text:list-item/text:p") == ["UNE FEMME LIT."]
     assert texts(body, "//table:table-cell/text:p") == ["UNE CELLULE"]
     assert texts(body, "//office:annotation/text:p") == ["une remarque"]  # a comment is not the text
+    assert "Un mot ici." in upper.seen  # and the sentence it sits in is one sentence
     styles = etree.fromstring(out.read("styles.xml"))
     assert texts(styles, "//style:header/text:p") == ["EN-TÊTE DU DOCUMENT"]
     assert texts(styles, "//number:text") == [" du mois "]
@@ -91,3 +92,17 @@ def test_a_presentation_has_its_slides_and_notes_translated():
     assert texts(body, "//draw:page/draw:frame//text:p") == ["LE CHIEN COURT"]
     assert texts(body, "//draw:page/draw:frame//text:span") == ["CHIEN"]
     assert texts(body, "//presentation:notes//text:p") == ["DIRE BONJOUR."]
+
+
+def test_a_damaged_part_is_one_line_and_nothing_is_written():
+    from mt.errors import UserError
+
+    whole = package("odt", TEXT_BODY)
+    source = zipfile.ZipFile(io.BytesIO(whole))
+    cut = io.BytesIO()
+    with zipfile.ZipFile(cut, "w") as z:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            z.writestr(info, data[: len(data) * 7 // 10] if info.filename == "content.xml" else data)
+    with pytest.raises(UserError, match="content.xml is not well-formed XML"):
+        translate_formatted(Upper(), cut.getvalue(), "odt")

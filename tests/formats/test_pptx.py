@@ -77,3 +77,20 @@ def test_closing_properties_stay_last_fields_stay_whole_and_spelling_marks_are_n
     assert p.find(DRAWING.tag("fld")).get("type") == "slidenum"
     assert "".join(t.text for t in p.iter(DRAWING.tag("t"))) == "DIAPOSITIVE 1 SUR DIX"
     assert names.count("r") == 2  # the spelling mark (err="1") made no span of its own: one run each side
+
+
+def test_a_slide_its_presentation_points_at_but_does_not_hold_is_one_line():
+    import re
+    import zipfile
+
+    from mt.errors import UserError
+
+    whole, broken = zipfile.ZipFile(io.BytesIO(presentation())), io.BytesIO()
+    with zipfile.ZipFile(broken, "w") as z:
+        for info in whole.infolist():
+            data = whole.read(info.filename)
+            if info.filename == "ppt/presentation.xml":
+                data = re.sub(rb'(<p:sldId [^>]*r:id=")rId\d+"', rb'\1rId99"', data, count=1)
+            z.writestr(info, data)
+    with pytest.raises(UserError, match="not a .pptx file, or a damaged one"):
+        translate_formatted(Upper(), broken.getvalue(), "pptx")

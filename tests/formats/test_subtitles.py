@@ -85,3 +85,19 @@ def test_a_file_without_the_webvtt_line_is_one_line_error():
 
     with pytest.raises(UserError, match="not a WebVTT"):
         translate_formatted(Upper(), b"00:00:01.000 --> 00:00:02.000\nbonjour\n", "vtt")
+
+
+def test_webvtt_cues_are_found_as_the_format_defines_them():
+    from mt.formats.subtitles import _cue_as_html, _cue_from_html
+
+    html, tags, closed = _cue_as_html("un <c.rouge>deux trois")  # a class left open to the cue's end
+    assert (html, tags, closed) == ('un <span data-vtt="0">deux trois', ["<c.rouge>"], set())
+    assert _cue_from_html('ONE <span data-vtt="0">TWO THREE</span>', tags, closed) == "ONE <c.rouge>TWO THREE"
+    moved = _cue_from_html('<span data-vtt="0">THREE TWO</span> ONE', tags, closed)
+    assert moved == "<c.rouge>THREE TWO</c> ONE"  # moved forward, it is closed: it takes in no other words
+    upper = Upper()
+    text = "WEBVTT\r\rNOTEWORTHY\r00:01.000 --> 00:02.000\rune ligne\r \rune autre\r"
+    out = translate_formatted(upper, text.encode(), "vtt").decode()
+    head, cue = out.split("\r")[:4], out.split("\r")[4:-1]  # CR line ends, a cue named NOTEWORTHY
+    assert head == ["WEBVTT", "", "NOTEWORTHY", "00:01.000 --> 00:02.000"] and out.endswith("\r")
+    assert " ".join(cue).split() == "UNE LIGNE UNE AUTRE".split() and len(cue) == 3  # a line of spaces is in it

@@ -25,14 +25,18 @@ SHARED_TYPE = (
 
 
 def workbook(shared: bool = False) -> bytes:
-    """A workbook as openpyxl writes it (strings inline in the sheet), or with its strings moved to
-    a shared strings part, as Excel and LibreOffice write them."""
     wb = openpyxl.Workbook()
     ws = wb.active
     ws.title = "Feuille"
     ws["A1"], ws["A2"], ws["A3"] = "Le chat noir", 42, "=A2*2"
     ws["B1"] = CellRichText(["Le ", TextBlock(InlineFont(b=True), "chien"), " dort"])
     ws["B2"] = "Un mot"
+    return saved(wb, shared)
+
+
+def saved(wb, shared: bool) -> bytes:
+    """A workbook as openpyxl writes it (strings inline in the sheet), or with its strings moved to
+    a shared strings part, as Excel and LibreOffice write them."""
     out = io.BytesIO()
     wb.save(out)
     if not shared:
@@ -66,6 +70,23 @@ def test_cells_and_rich_text_come_back_translated_with_numbers_formulas_and_shee
     rich = ws["B1"].value
     assert str(rich) == "LE CHIEN DORT"
     assert [block.text for block in rich if isinstance(block, TextBlock) and block.font.b] == ["CHIEN"]
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["inline strings", "shared strings"])
+def test_a_tables_header_cells_stay_as_its_columns_are_named_and_a_line_break_in_a_cell_stays(shared):
+    from openpyxl.worksheet.table import Table
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws["A1"], ws["B1"], ws["A2"], ws["B2"] = "Nom", "Ville", "Le chat", "la ville"
+    ws["D5"] = "Nom du client\nAdresse postale"
+    ws.add_table(Table(displayName="Clients", ref="A1:B2"))
+    out = openpyxl.load_workbook(io.BytesIO(translate_formatted(Upper(), saved(wb, shared), "xlsx")))
+    ws = out.active
+    assert [c.value for c in ws[1]][:2] == ["Nom", "Ville"]  # as the table names its columns
+    assert [c.value for c in ws[2]][:2] == ["LE CHAT", "LA VILLE"]
+    assert [col.name for col in ws.tables["Clients"].tableColumns] == ["Nom", "Ville"]
+    assert ws["D5"].value == "NOM DU CLIENT\nADRESSE POSTALE"
 
 
 def test_a_zip_that_is_not_a_workbook_is_one_line():

@@ -48,6 +48,8 @@ def test_links_grow_onto_a_following_token_that_attends_clearly_to_the_same_sour
     assert source_links(weights, 3, 5) == [(0, 0), (1, 1), (2, 2)]
     assert grown_links(weights, 3, 5) == [(0, 0), (1, 1), (2, 2), (2, 3)]
     assert grown_links(weights[:, :1], 1, 5)[0] == (0, 0) and grown_links(weights, 0, 5) == []
+    weights[3] = torch.tensor([0.01, 0.02, 0.05, 0.92])  # 'running' looking at <END>, hardly at 'court'
+    assert grown_links(weights, 3, 5) == [(0, 0), (1, 1), (2, 2)]
 
 
 def test_aligning_on_one_thread_changes_no_search_on_another():

@@ -46,6 +46,10 @@ def test_int8_export_translates_and_evaluates(run_dir, tmp_path):
     assert html.returncode == 0, html.stderr
     assert [line.count("<b>") + line.count("<i>") for line in html.stdout.splitlines()] == [1, 1]
     assert html.stderr.count("markup goes back by token position") == 1  # no attention to align by, said once
+    plain = cli(
+        "mt.translate", "--engine", "ctranslate2", "--model", str(out), "--input-format", "html", "<p>le chat</p>"
+    )
+    assert plain.returncode == 0 and "markup goes back" not in plain.stderr  # no markup, nothing to say
     (tmp_path / "terms.tsv").write_text("chat\tdog\n")
     glossary = cli(
         "mt.translate",
