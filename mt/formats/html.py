@@ -37,6 +37,7 @@ class Vocabulary:
     breaking: frozenset[str]
     attributes: tuple[str, ...] = ()
     inline: frozenset[str] = frozenset()
+    lines: frozenset[str] = frozenset()  # voids that break a line
 
 
 def element_names(text: str) -> frozenset[str]:
@@ -54,6 +55,7 @@ HTML = Vocabulary(
     voids=element_names("area base br col embed hr img input link meta param source track wbr"),
     breaking=element_names("br hr"),
     attributes=("alt", "title", "placeholder"),
+    lines=element_names("br"),
 )
 _ENTITY = re.compile(r"&(#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
 
@@ -170,7 +172,8 @@ class _Page:
             if isinstance(node, Tag) and not untouched:
                 self._attributes(node)
             breaking = _name(node) in self.vocabulary.breaking and not segment.text.endswith(" ")
-            segment.voids.append(Void(len(segment.text), node, frozenset(within), breaking))
+            line = _name(node) in self.vocabulary.lines
+            segment.voids.append(Void(len(segment.text), node, frozenset(within), breaking, line))
             segment.text += " " if breaking else ""
             return
         self._attributes(node)

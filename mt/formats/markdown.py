@@ -69,7 +69,8 @@ def _segment(children) -> Segment:
         elif kind in ("softbreak", "hardbreak"):  # the block is wrapped again as a whole
             if kind == "hardbreak":
                 breaking = not seg.text.endswith(" ")
-                seg.voids.append(Void(len(seg.text), Mark(_raw(token)), frozenset(n for n, _, _ in stack), breaking))
+                within = frozenset(n for n, _, _ in stack)
+                seg.voids.append(Void(len(seg.text), Mark(_raw(token)), within, breaking, line=True))
             _append(seg, " ")
         elif kind == "link_open" and token.markup == "autolink":  # <url>: its text is its target
             text = children[i + 1].content if i + 1 < len(children) else token.attrs.get("href", "")

@@ -32,6 +32,7 @@ class Dialect:
     namespace: str
     keep_whole: frozenset[str]  # elements a paragraph must then be left as it is for
     breaks: frozenset[str]  # voids that part two words
+    lines: frozenset[str]  # of those, the ones that break a line
     link: str | None = None  # the element wrapping linked runs (Word's hyperlink); None: links are run formatting
     closing: frozenset[str] = frozenset()  # a paragraph's last children, kept last (DrawingML's end properties)
     volatile: frozenset[str] = frozenset()  # run attributes that are bookkeeping, not formatting
@@ -47,6 +48,7 @@ WORD = Dialect(
     "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
     keep_whole=frozenset({"fldChar", "instrText", "ins", "del", "moveFrom", "moveTo", "sdt", "fldSimple"}),
     breaks=frozenset({"tab", "br", "cr"}),
+    lines=frozenset({"br", "cr"}),
     link="hyperlink",
     preserve_space=True,
 )
@@ -54,6 +56,7 @@ DRAWING = Dialect(
     "http://schemas.openxmlformats.org/drawingml/2006/main",
     keep_whole=frozenset(),  # a slide's field (a:fld, a slide number) is one element: a void
     breaks=frozenset({"br"}),
+    lines=frozenset({"br"}),
     closing=frozenset({"endParaRPr"}),
     volatile=frozenset({"lang", "altLang", "dirty", "err", "noProof", "smtClean", "smtId"}),  # spelling, edits
 )
@@ -61,6 +64,7 @@ SPREADSHEET = Dialect(
     "http://schemas.openxmlformats.org/spreadsheetml/2006/main",
     keep_whole=frozenset(),
     breaks=frozenset(),
+    lines=frozenset(),  # Excel writes a line break as a character (see _texts)
     closing=frozenset({"phoneticPr"}),  # how East Asian readings are shown, kept last
     dropped=frozenset({"rPh"}),  # a reading of source characters, by their offsets: not the translation's
     preserve_space=True,
@@ -169,7 +173,8 @@ def _segment(atoms: list[_Atom], dialect: Dialect) -> tuple[Segment, object]:
         if a.text is None:
             breaking = (a.breaking or _local(a.element) in dialect.breaks) and not seg.text.endswith(" ")
             within = frozenset({len(links) - 1}) if a.link is not None else frozenset()
-            seg.voids.append(Void(len(seg.text), a, within, breaking))
+            line = a.element.text == "\n" if a.breaking else _local(a.element) in dialect.lines
+            seg.voids.append(Void(len(seg.text), a, within, breaking, line))
             seg.text += " " if breaking else ""
         elif a.text:
             key = _key(a.rpr, dialect)

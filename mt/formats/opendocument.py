@@ -39,6 +39,7 @@ ODF = Vocabulary(
         "alphabetical-index-mark alphabetical-index-mark-start alphabetical-index-mark-end"
     ),
     breaking=element_names("s tab line-break"),
+    lines=element_names("line-break"),
 )
 TRANSLATED = ("content.xml", "styles.xml")
 _STRICT = etree.XMLParser(

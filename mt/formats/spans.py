@@ -31,12 +31,14 @@ class Span:
 @dataclass(frozen=True)
 class Void:
     """Markup without text at character `at` of a segment, inside the spans numbered `within`. A
-    `breaking` void (a line break, a tab) stands for the space the segment's text has after it."""
+    `breaking` void (a line break, a tab) stands for the space the segment's text has after it; a
+    `line` break before a capital letter ends a sentence (an address, the items of a cell)."""
 
     at: int
     tag: Any
     within: frozenset[int] = frozenset()
     breaking: bool = False
+    line: bool = False
 
 
 @dataclass
@@ -65,12 +67,15 @@ class Element:
 @dataclass
 class Aligned:
     """A translated segment: the target text, where each source token lies in the segment's text and
-    each target token in the target text, as (start, end) characters, and (source, target) links."""
+    each target token in the target text, as (start, end) characters, and (source, target) links;
+    with the pieces it was translated in, each as (source start, source end) characters and the
+    number of target tokens at its end."""
 
     text: str
     source_units: list[tuple[int, int]] = field(default_factory=list)
     target_units: list[tuple[int, int]] = field(default_factory=list)
     links: list[tuple[int, int]] = field(default_factory=list)
+    pieces: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -112,11 +117,14 @@ class _Placer:
 
     def gap(self, at: int) -> int:
         """The target gap for source character `at`: after the target token of the nearest aligned
-        source token before it, else before that of the nearest one after it."""
+        source token before it (after its piece's translation, where `at` is past the piece: a line
+        break between two sentences), else before that of the nearest one after it."""
         units = self.a.source_units
         before = [i for i, (_, b) in enumerate(units) if b <= at and i in self.targets]
         if before:
-            return max(self.targets[before[-1]]) + 1
+            start = units[before[-1]][0]
+            ends = [t for s, e, t in self.a.pieces if s <= start < e and at >= e]
+            return ends[0] if ends else max(self.targets[before[-1]]) + 1
         after = [i for i, (a, _) in enumerate(units) if a >= at and i in self.targets]
         return min(self.targets[after[0]]) if after else (0 if at <= 0 else self.n)
 

@@ -37,7 +37,7 @@ def translate_segments(
 ) -> list[list]:
     """Each segment translated, its markup placed: one list of text and Elements per segment. With
     `progress`, a bar over the sentences as they are decoded."""
-    lines = [seg.text for seg in segments]
+    lines = [_line_ends(seg) for seg in segments]
     segmented = segment_lines(lines, translator.cfg.data.src_lang, split)
     pieces, cuts, _ = cut_segmented(segmented, lines, translator.max_src_tokens, token_counter(translator))
     with progress_bar(len(pieces), progress) as tell:
@@ -78,6 +78,19 @@ def _links(translator, sources: list[str], hyps) -> list[tuple[list[str], list[t
     ]
 
 
+def _line_ends(seg: Segment) -> str:
+    """The segment's text for the sentence splitter: a line break before a capital letter ends a
+    sentence (lines of an address, items of a cell: run together, a model drops some), one before a
+    small letter only wraps the line. The space beside it becomes a newline, which the splitter
+    splits at; offsets stay as they are."""
+    text = list(seg.text)
+    for void in seg.voids:
+        at = void.at if seg.text[void.at : void.at + 1] == " " else void.at - 1
+        if void.line and 0 <= at < len(text) and text[at] == " " and seg.text[at + 1 : at + 2].isupper():
+            text[at] = "\n"
+    return "".join(text)
+
+
 def _joined(seg: Segment, cut, hyps, links, sep: str) -> Aligned:
     """The segment's pieces' translations joined as documents join them, with every token's place
     in the source text and in the joined target, and the links between them."""
@@ -93,6 +106,7 @@ def _joined(seg: Segment, cut, hyps, links, sep: str) -> Aligned:
             aligned.source_units += surface_offsets(seg.text, tokens, start, end)
             aligned.links += [(s + s_base, t + t_base) for s, t in links_of_piece]
         aligned.target_units += [(a + len(text), b + len(text)) for a, b in surface_offsets(hyp.text, hyp.tokens)]
+        aligned.pieces.append((start, end, len(aligned.target_units)))
         text += hyp.text
     aligned.text = text + cut.trail
     return aligned

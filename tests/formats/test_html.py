@@ -87,6 +87,13 @@ def test_block_elements_are_sentence_boundaries_and_inline_ones_are_not():
     assert upper.seen == ["Le chat noir dort.", "Un chien.", "Deux"]
 
 
+def test_a_line_break_before_a_capital_ends_a_sentence_and_one_before_a_small_letter_wraps_it():
+    upper = Upper()
+    out = translate_formatted(upper, "<p>Un chat noir<br>Un chien blanc</p><p>Un chat<br>qui dort</p>", "html")
+    assert upper.seen == ["Un chat noir", "Un chien blanc", "Un chat qui dort"]
+    assert out == "<p>UN CHAT NOIR<br>UN CHIEN BLANC</p><p>UN CHAT<br>QUI DORT</p>"
+
+
 def test_a_fragment_stays_a_fragment_and_malformed_markup_is_repaired_without_losing_text():
     assert translate("<p>Le <b>chat</b> noir.</p>") == "<p>LE <b>CHAT</b> NOIR.</p>"
     out = translate("<p>Le <b>chat <i>noir</b> dort <span>ici")

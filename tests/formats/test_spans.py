@@ -62,3 +62,13 @@ def test_a_span_grows_to_whole_words_and_a_breaking_void_takes_the_place_of_its_
         Aligned("one two", words("un deux"), words("one two"), [(0, 0), (1, 1)]),
     )
     assert broken == ["one", Element("br", void=True), "two"]
+
+
+def test_a_line_break_between_two_translated_sentences_goes_between_their_translations():
+    source, target = "chat noir Chien", "black cat Dog"  # two sentences, a line break between them
+    seg = Segment(source, voids=[Void(9, "br", breaking=True, line=True)])
+    links = [(0, 1), (1, 0), (2, 2)]  # noir -> black comes first: the word before the break is not last
+    out = place(seg, Aligned(target, words(source), words(target), links, pieces=[(0, 9, 2), (10, 15, 3)]))
+    assert out == ["black cat", Element("br", void=True), "Dog"]
+    within = place(seg, Aligned(target, words(source), words(target), links))  # one piece: by the word before
+    assert within == ["black", Element("br", void=True), "cat Dog"]
