@@ -1,11 +1,14 @@
-"""Zip containers (Office, OpenDocument, EPUB) opened safely: what a file could make the reader unpack is bounded
-before anything is read, and a file that is not a zip, or is encrypted or truncated, is one line."""
+"""Zip containers (Office, OpenDocument, EPUB) opened safely: what a file could make the reader
+unpack is bounded before anything is read, a file that is not a zip, or is encrypted or truncated,
+is one line, and a member read as XML is read strictly, with no entity or DTD resolved."""
 
 from __future__ import annotations
 
 import io
 import zipfile
 import zlib
+
+from lxml import etree
 
 from mt.errors import UserError
 
@@ -14,6 +17,7 @@ MAX_UNPACKED = 512 << 20  # bytes, all members together
 MAX_RATIO = 200  # unpacked / packed, per member: far above text's, far below a zip bomb's
 MAX_PARSED = 64 << 20  # bytes of one member read as XML: a chapter, a Word document's body
 PARSED = (".xml", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".rels")
+_XML = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
 
 
 def open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
@@ -54,6 +58,14 @@ def read_member(archive: zipfile.ZipFile, name: str, kind: str) -> bytes:
         raise UserError(f"the {kind} file has no {name}; is it really a {kind} file?") from None
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as e:
         raise UserError(f"the {kind} file is damaged: {name} cannot be read ({e})") from None
+
+
+def parse_xml(data: bytes, name: str, kind: str):
+    """A member's bytes as an XML tree; not well-formed is a one-line error."""
+    try:
+        return etree.fromstring(data, _XML)
+    except etree.XMLSyntaxError as e:
+        raise UserError(f"the {kind} file's {name} is not well-formed XML ({e})") from None
 
 
 def rewritten(archive: zipfile.ZipFile, changed: dict[str, bytes], kind: str) -> bytes:

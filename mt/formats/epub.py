@@ -11,27 +11,19 @@ from urllib.parse import unquote
 from lxml import etree
 
 from mt.errors import UserError
-from mt.formats.archives import open_zip, read_member, rewritten
+from mt.formats.archives import open_zip, parse_xml, read_member, rewritten
 from mt.formats.html import read_text, translate_html_many
 
 XHTML = "application/xhtml+xml"
-_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
-
-
-def _xml(data: bytes, name: str):
-    try:
-        return etree.fromstring(data, _PARSER)
-    except etree.XMLSyntaxError as e:
-        raise UserError(f"the .epub file's {name} is not well-formed XML ({e})") from None
 
 
 def chapters(archive) -> list[str]:
     """The archive members the package document lists as XHTML, in manifest order."""
-    container = _xml(read_member(archive, "META-INF/container.xml", ".epub"), "META-INF/container.xml")
+    container = parse_xml(read_member(archive, "META-INF/container.xml", ".epub"), "META-INF/container.xml", ".epub")
     rootfile = next((el.get("full-path") for el in container.iter() if etree.QName(el).localname == "rootfile"), None)
     if not rootfile:
         raise UserError("the .epub file's META-INF/container.xml names no package document (rootfile)")
-    package = _xml(read_member(archive, rootfile, ".epub"), rootfile)
+    package = parse_xml(read_member(archive, rootfile, ".epub"), rootfile, ".epub")
     base = posixpath.dirname(rootfile)
     names = set(archive.namelist())
     found = []

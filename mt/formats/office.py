@@ -161,13 +161,14 @@ def _atoms(p, dialect: Dialect) -> list[_Atom] | None:
 
 def _segment(atoms: list[_Atom], dialect: Dialect) -> tuple[Segment, object]:
     """The atoms as a segment, and the paragraph's own formatting (the one most of its text has)."""
+    keys = [_key(a.rpr, dialect) if a.text else b"" for a in atoms]
     weight: dict[bytes, int] = {}
-    for a in atoms:
+    for a, key in zip(atoms, keys):
         if a.text:
-            weight[_key(a.rpr, dialect)] = weight.get(_key(a.rpr, dialect), 0) + len(a.text)
+            weight[key] = weight.get(key, 0) + len(a.text)
     base = max(weight, key=weight.get) if weight else b""
-    seg, links, formats = Segment(""), [], []
-    for a in atoms:
+    seg, links, formats = Segment(""), [], []  # formats: [start, end, run properties, link, key]
+    for a, key in zip(atoms, keys):
         if a.link is not None and (not links or links[-1][2] is not a.link or links[-1][1] != len(seg.text)):
             links.append([len(seg.text), len(seg.text), a.link])
         if a.text is None:
@@ -177,18 +178,18 @@ def _segment(atoms: list[_Atom], dialect: Dialect) -> tuple[Segment, object]:
             seg.voids.append(Void(len(seg.text), a, within, breaking, line))
             seg.text += " " if breaking else ""
         elif a.text:
-            key = _key(a.rpr, dialect)
             if key != base:
                 last = formats[-1] if formats else None
-                if last and last[1] == len(seg.text) and _key(last[2], dialect) == key and last[3] is a.link:
+                if last and last[1] == len(seg.text) and last[4] == key and last[3] is a.link:
                     last[1] += len(a.text)
                 else:
-                    formats.append([len(seg.text), len(seg.text) + len(a.text), a.rpr, a.link])
+                    formats.append([len(seg.text), len(seg.text) + len(a.text), a.rpr, a.link, key])
             seg.text += a.text
         if a.link is not None:
             links[-1][1] = len(seg.text)
-    seg.spans = [Span(s, e, _Link(link)) for s, e, link in links] + [Span(s, e, _Format(r)) for s, e, r, _ in formats]
-    base_rpr = next((a.rpr for a in atoms if a.text and _key(a.rpr, dialect) == base), None)
+    seg.spans = [Span(s, e, _Link(link)) for s, e, link in links]
+    seg.spans += [Span(s, e, _Format(r)) for s, e, r, _, _ in formats]
+    base_rpr = next((a.rpr for a, key in zip(atoms, keys) if a.text and key == base), None)
     return seg, base_rpr
 
 

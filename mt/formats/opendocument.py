@@ -11,10 +11,8 @@ sentence it stands in, as any block inside a paragraph does.
 
 from __future__ import annotations
 
-from lxml import etree
-
 from mt.errors import UserError
-from mt.formats.archives import open_zip, read_member, rewritten
+from mt.formats.archives import open_zip, parse_xml, read_member, rewritten
 from mt.formats.html import Vocabulary, element_names, read_text, translate_html_many
 
 FIELDS = (
@@ -41,10 +39,7 @@ ODF = Vocabulary(
     breaking=element_names("s tab line-break"),
     lines=element_names("line-break"),
 )
-TRANSLATED = ("content.xml", "styles.xml")
-_STRICT = etree.XMLParser(
-    resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True
-)  # the body; the page styles' headers and footers
+TRANSLATED = ("content.xml", "styles.xml")  # the body; the page styles' headers and footers
 
 
 def translate_opendocument(data: bytes, translate_segments, kind: str) -> bytes:
@@ -59,10 +54,7 @@ def translate_opendocument(data: bytes, translate_segments, kind: str) -> bytes:
         read_member(archive, "content.xml", kind)  # the one-line error for a file without a body
     raw = [read_member(archive, name, kind) for name in names]
     for name, data in zip(names, raw):  # the reader repairs what it parses; a damaged part is refused first
-        try:
-            etree.fromstring(data, _STRICT)
-        except etree.XMLSyntaxError as e:
-            raise UserError(f"the {kind} file's {name} is not well-formed XML ({e}); nothing was written") from None
+        parse_xml(data, name, kind)
     texts = [read_text(data, name) for name, data in zip(names, raw)]
     translated = translate_html_many(texts, translate_segments, xhtml=True, vocabulary=ODF)
     return rewritten(archive, {name: text.encode("utf-8") for name, text in zip(names, translated)}, kind)

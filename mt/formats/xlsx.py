@@ -16,20 +16,16 @@ import re
 from lxml import etree
 
 from mt.errors import UserError
-from mt.formats.archives import open_zip, read_member, rewritten
+from mt.formats.archives import open_zip, parse_xml, read_member, rewritten
 from mt.formats.office import SPREADSHEET, translate_paragraphs
 
 SHARED = "xl/sharedStrings.xml"
-_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True)
 _RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
 _CELL = re.compile(r"([A-Z]+)(\d+)")
 
 
 def _xml(archive, name: str):
-    try:
-        return etree.fromstring(read_member(archive, name, ".xlsx"), _PARSER)
-    except etree.XMLSyntaxError as e:
-        raise UserError(f"the .xlsx file's {name} is not well-formed XML ({e})") from None
+    return parse_xml(read_member(archive, name, ".xlsx"), name, ".xlsx")
 
 
 def _column(letters: str) -> int:
@@ -76,7 +72,7 @@ def _strings(archive, names: list[str]) -> tuple[dict, list]:
         raw = read_member(archive, sheet, ".xlsx")
         if not heads and b"inlineStr" not in raw:
             continue
-        root = _xml(archive, sheet)
+        root = parse_xml(raw, sheet, ".xlsx")
         for cell in root.iter(SPREADSHEET.tag("c")):
             held = cell.find(SPREADSHEET.tag("v")) if cell.get("t") == "s" else None
             if cell.get("r") in heads and held is not None and (held.text or "").isdigit():
