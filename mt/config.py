@@ -43,9 +43,11 @@ class DataConfig:
         default_factory=list
     )  # translation: training corpora, concatenated, or mixed by weight
     valid: CorpusSpec | list[CorpusSpec] | None = None  # translation: validation set(s); best.pt follows the first
+    valid_pairs: int | None = None  # translation: pairs of each validation set that training scores (a fixed draw)
     test: CorpusSpec | list[CorpusSpec] | None = None  # translation: test set(s), scored by the end-of-training report
     clean: bool = False  # translation: strip whitespace, drop training pairs with no letters or source = target
     dedup: bool = False  # translation: drop exactly repeated training pairs
+    draw: int | None = None  # translation: training pairs read at most, each corpus its weight's share, drawn at random
     max_len: int = 128  # translation: longer pairs (in tokens) are dropped
     max_len_ratio: float = 3.0  # translation: pairs whose token lengths differ more are dropped
     max_tokens: int = 4096  # translation: tokens per batch (source or target, the larger)
@@ -278,6 +280,10 @@ def _check(cfg: Config, source: str) -> None:
         raise UserError(
             f"{source}: train.micro_batch_workers must be 0 (automatic) or a number, got {t.micro_batch_workers}"
         )
+    if d.valid_pairs is not None and d.valid_pairs < 1:
+        raise UserError(f"{source}: data.valid_pairs must be >= 1 (or null: every pair), got {d.valid_pairs}")
+    if d.draw is not None and d.draw < 1:
+        raise UserError(f"{source}: data.draw must be a number of pairs >= 1 (or null: every pair), got {d.draw}")
     if d.num_proc < 0:
         raise UserError(f"{source}: data.num_proc must be 0 (automatic) or a number of processes, got {d.num_proc}")
     if m.d_model % m.n_head:

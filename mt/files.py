@@ -4,6 +4,7 @@ whole new one, never a part of either)."""
 from __future__ import annotations
 
 import gzip
+import lzma
 import os
 import tempfile
 from collections.abc import Callable
@@ -12,33 +13,72 @@ from pathlib import Path
 from mt.errors import UserError
 
 
+def _decoded(line: bytes, source: str, number: int) -> str:
+    """One line's bytes (its newline, if any, included) as text; invalid UTF-8 is a UserError."""
+    try:
+        return line.rstrip(b"\n").decode("utf-8").rstrip("\r")
+    except UnicodeDecodeError as e:
+        raise UserError(
+            f"{source} line {number}: invalid UTF-8 ({e.reason} at byte {e.start}); fix or re-encode it"
+        ) from None
+
+
 def split_lines(raw: bytes, source: str) -> list[str]:
     """The lines of UTF-8 `raw` (a last newline ends the last line, '\\r\\n' counts as a newline);
     invalid UTF-8 is a UserError naming `source` and the line."""
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    out = []
-    for number, line in enumerate(lines, 1):
-        try:
-            out.append(line.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError as e:
-            raise UserError(
-                f"{source} line {number}: invalid UTF-8 ({e.reason} at byte {e.start}); fix or re-encode it"
-            ) from None
-    return out
+    return [_decoded(line, source, number) for number, line in enumerate(lines, 1)]
+
+
+def _open(path: Path):
+    """`path` opened for reading bytes, through gzip or xz where its name ends in .gz or .xz."""
+    name = str(path)
+    opener = gzip.open if name.endswith(".gz") else lzma.open if name.endswith(".xz") else open
+    try:
+        return opener(path, "rb")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+
+
+def _unreadable(path: Path, e: Exception) -> UserError:
+    kind = "gzip" if str(path).endswith(".gz") else "xz"
+    return UserError(f"{path}: not a readable {kind} file ({e})")
 
 
 def read_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 text file (gzip if it ends in .gz)."""
-    opener = gzip.open if str(path).endswith(".gz") else open
+    """Lines of a UTF-8 text file (gzip if it ends in .gz, xz if in .xz)."""
     try:
-        with opener(path, "rb") as f:
+        with _open(path) as f:
             return split_lines(f.read(), str(path))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except (gzip.BadGzipFile, EOFError) as e:
-        raise UserError(f"{path}: not a readable gzip file ({e})") from None
+    except (gzip.BadGzipFile, lzma.LZMAError, EOFError) as e:
+        raise _unreadable(path, e) from None
+
+
+def count_lines(path: Path) -> int:
+    """How many lines `read_lines` would return, read as a stream: the file is never held whole."""
+    try:
+        with _open(path) as f:
+            return sum(1 for _ in f)
+    except (gzip.BadGzipFile, lzma.LZMAError, EOFError) as e:
+        raise _unreadable(path, e) from None
+
+
+def read_chosen_lines(path: Path, rows) -> tuple[list[str], int]:
+    """The lines numbered `rows` (ascending, from 0) of a file read as `read_lines` reads it, and how
+    many lines it has: read as a stream, so memory holds the chosen lines only."""
+    out, wanted, total = [], iter(rows), 0
+    want = next(wanted, None)
+    try:
+        with _open(path) as f:
+            for total, line in enumerate(f, 1):
+                if total - 1 == want:
+                    out.append(_decoded(line, str(path), total))
+                    want = next(wanted, None)
+    except (gzip.BadGzipFile, lzma.LZMAError, EOFError) as e:
+        raise _unreadable(path, e) from None
+    return out, total
 
 
 def output_file(path: str | Path, flag: str) -> Path:

@@ -62,7 +62,7 @@ def run_dir(tmp_path_factory):
     mp.setenv("MT_DATA_DIR", str(tmp / "data"))
     train_module.main(
         [
-            "recipes/fr_en.yaml",
+            "recipes/multi30k.yaml",
             *TINY_MODEL,
             f"data.train=[{spec}]",
             f"data.valid={spec}",

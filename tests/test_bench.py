@@ -71,7 +71,7 @@ def test_profile_step_splits_a_training_step(tmp_path):
     overrides = tiny_translation(tmp_path)
     result = run_bench(
         "bench/profile_step.py",
-        "recipes/fr_en.yaml",
+        "recipes/multi30k.yaml",
         *overrides,
         "--steps",
         "3",
@@ -116,7 +116,7 @@ def test_profile_step_times_the_step_with_the_trainers_memory_settings(tmp_path,
     monkeypatch.setattr(profile_step, "settle_memory", recording)
     monkeypatch.setattr(profile_step, "profile_precision", profiling)
     monkeypatch.setattr(profile_step, "print_table", lambda rows: None)
-    args = ["recipes/fr_en.yaml", *tiny_translation(tmp_path), f"out_dir={tmp_path}/run", "train.device=cpu"]
+    args = ["recipes/multi30k.yaml", *tiny_translation(tmp_path), f"out_dir={tmp_path}/run", "train.device=cpu"]
     profile_step.main([*args, "--precision", "fp32", "bf16", "--out", str(tmp_path / "p.json")])
     assert settled == [("cpu", "bf16")]  # once, for the precisions asked for
     assert [r["precision"] for r in json.loads((tmp_path / "p.json").read_text())["rows"]] == ["fp32", "bf16"]

@@ -46,7 +46,7 @@ PATHS = {
 def translation_args(tmp_path, *extra):
     spec = synthetic_corpus(tmp_path, 200)
     return [
-        "recipes/fr_en.yaml",
+        "recipes/multi30k.yaml",
         *TINY_MODEL,
         f"data.train=[{spec}]",
         f"data.valid={spec}",

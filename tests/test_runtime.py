@@ -27,11 +27,11 @@ def test_decoding_precision_follows_the_flag_then_the_run_then_the_device(device
 
 
 def test_training_runtime_takes_the_recipes_precision_and_decodes_in_fp32_on_a_cpu():
-    cfg = load_config("recipes/fr_en.yaml", ["train.device=cpu", "train.precision=bf16", "train.grad_accum=4"])
+    cfg = load_config("recipes/multi30k.yaml", ["train.device=cpu", "train.precision=bf16", "train.grad_accum=4"])
     runtime = Runtime.for_training(cfg)
     assert runtime.bf16 and not runtime.eval_bf16 and runtime.precision == "bf16"
     assert 1 <= runtime.micro_batch_workers <= 4 and runtime.heap_trim_every > 0
-    fp32 = Runtime.for_training(load_config("recipes/fr_en.yaml", ["train.device=cpu", "train.precision=fp32"]))
+    fp32 = Runtime.for_training(load_config("recipes/multi30k.yaml", ["train.device=cpu", "train.precision=fp32"]))
     assert not fp32.bf16 and not fp32.emulated_bf16
     with fp32.autocast():
         assert not torch.is_autocast_enabled("cpu")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import hashlib
+import lzma
 import os
 import re
 import shutil
@@ -70,6 +71,10 @@ _NEWSDISCUSS = {"fr": "test/newsdiscusstest2015-fren-src.fr.sgm", "en": "test/ne
 _HANSARD = "https://www.isi.edu/natural-language/download/hansard/hansard.36.r2001-1a.{}.debates.{}.tar"
 HANSARD_PARTS = ("house.training", "senate.training", "house.testing", "senate.testing")
 
+# Europarl v7, French-English (2M pairs of European Parliament proceedings): the release's two text
+# members, kept here xz-compressed (a third of the size; read as a stream all the same).
+_EUROPARL = "https://www.statmt.org/europarl/v7/fr-en.tgz"
+
 CORPORA: dict[str, list[RemoteFile]] = {
     "tinyshakespeare": [
         RemoteFile(
@@ -92,6 +97,10 @@ CORPORA: dict[str, list[RemoteFile]] = {
     "hansard": [
         RemoteFile(f"{part}.{lang}.gz", _HANSARD.format(*part.split(".")), None, member=f"*.{lang[0]}.gz")
         for part in HANSARD_PARTS
+        for lang in ("fr", "en")
+    ],
+    "europarl": [
+        RemoteFile(f"europarl-v7.fr-en.{lang}.xz", _EUROPARL, None, member=f"europarl-v7.fr-en.{lang}")
         for lang in ("fr", "en")
     ],
 }
@@ -174,7 +183,8 @@ def _download(rf: RemoteFile, tmp: Path, target: Path) -> None:
         if not archive.is_file():
             _fetch_url(rf.url, tmp, target)
             os.replace(tmp, archive)
-        tmp.write_bytes(_archive_member(rf, archive))
+        member = _archive_member(rf, archive)
+        tmp.write_bytes(lzma.compress(member, preset=1) if rf.name.endswith(".xz") else member)
     else:
         _fetch_url(rf.url, tmp, target)
 

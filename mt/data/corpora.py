@@ -2,23 +2,28 @@
 
 A corpus spec in a recipe is one of:
   - a catalog name, optionally with a split: `multi30k`, `multi30k:test_2017_flickr`, `tatoeba`,
-    `newstest` (2008-2012 to train, 2013 to validate), `newstest:newstest2012`,
+    `newstest` (2008-2011 to train, 2012 to validate, 2013 to test), `newstest:newstest2012`,
     `newstest:newsdiscusstest2015`, `hansard` (the training parts; as valid or test, fixed slices
-    of the testing parts: `hansard:valid`, `hansard:test`);
+    of the testing parts: `hansard:valid`, `hansard:test`), `europarl` (training only);
   - line-aligned local text files: `{path: text, data_files: {fr: train.fr, en: train.en}}`;
   - anything `datasets.load_dataset` reads, with where the two languages are:
     `{path: wmt14, name: fr-en, split: train, field: translation}` (a column of {fr:, en:} dicts) or
     `{path: csv, data_files: pairs.tsv, delimiter: "\t", columns: {fr: french, en: english}}`.
 A training corpus may be weighted: `{corpus: multi30k, repeat: 2}` (or `repeat:` in a mapping
 spec) puts each of its pairs into every epoch twice.
+
+A corpus larger than a run can use is drawn, not loaded (`data.draw`): a seeded random choice of its
+lines, read as a stream, so that only the chosen pairs are ever held in memory.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
@@ -28,11 +33,12 @@ from mt.data import catalog
 from mt.data.batching import Ragged
 from mt.data.cleaning import clean_pairs
 from mt.errors import UserError
-from mt.files import read_lines
+from mt.files import count_lines, read_chosen_lines, read_lines
 
 # The Multi30k split a role takes when a recipe names the corpus alone.
 MULTI30K_DEFAULT_SPLIT = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
-NEWSTEST_DEFAULT_SETS = {"train": catalog.NEWSTEST_SETS[:-1], "valid": ("newstest2013",)}
+# WMT's usual roles: the older sets to train on, newstest2012 to validate, newstest2013 to test.
+NEWSTEST_DEFAULT_SETS = {"train": catalog.NEWSTEST_SETS[:-2], "valid": ("newstest2012",), "test": ("newstest2013",)}
 HANSARD_SPLITS = {
     "train": ("house.training", "senate.training"),
     "valid": ("house.testing",),
@@ -55,76 +61,132 @@ datasets.disable_progress_bars()
 datasets.logging.set_verbosity_error()
 
 
+@dataclass(frozen=True)
+class Draw:
+    """At most `count` pairs of a corpus, chosen at random: a function of the corpus' size, the
+    count and `seed` alone, so a run and its resume read the same pairs."""
+
+    count: int
+    seed: tuple[int, ...]
+
+    def rows(self, n: int) -> np.ndarray | None:
+        """The rows to keep of `n` (ascending), or None for all of them."""
+        if self.count >= n:
+            return None
+        return np.sort(np.random.default_rng(self.seed).choice(n, self.count, replace=False))
+
+
 def aligned_files(src_path: Path, tgt_path: Path) -> datasets.Dataset:
+    return aligned_parts([(src_path, tgt_path)])
+
+
+def aligned_parts(parts: list[tuple[Path, Path]], draw: Draw | None = None) -> datasets.Dataset:
+    """Line-aligned (source, target) file pairs, one after another, as one corpus; with `draw`, only
+    the drawn lines are read (the lines counted first, as a stream)."""
+    if draw is not None:
+        sizes = [count_lines(src) for src, _ in parts]
+        rows = draw.rows(sum(sizes))
+        if rows is not None:
+            starts = np.cumsum([0, *sizes])
+            spans = zip(parts, starts, starts[1:])
+            return _pairs_dataset([_drawn_part(s, t, rows[(rows >= a) & (rows < b)] - a) for (s, t), a, b in spans])
+    return _pairs_dataset([_whole_part(s, t) for s, t in parts])
+
+
+def _misaligned(src_path: Path, n: int, tgt_path: Path, got: int) -> UserError:
+    return UserError(f"{src_path} has {n} lines but {tgt_path} has {got}; the two sides must be line-aligned")
+
+
+def _whole_part(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
-        raise UserError(
-            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; the two sides must be line-aligned"
-        )
-    return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+        raise _misaligned(src_path, len(src), tgt_path, len(tgt))
+    return src, tgt
 
 
-def _catalog_pairs(spec: str, role: str, src_lang: str, tgt_lang: str) -> datasets.Dataset:
+def _drawn_part(src_path: Path, tgt_path: Path, rows: np.ndarray) -> tuple[list[str], list[str]]:
+    (src, n), (tgt, got) = read_chosen_lines(src_path, rows), read_chosen_lines(tgt_path, rows)
+    if n != got:
+        raise _misaligned(src_path, n, tgt_path, got)
+    return src, tgt
+
+
+def _pairs_dataset(parts: list[tuple[list[str], list[str]]]) -> datasets.Dataset:
+    return datasets.Dataset.from_dict(
+        {"src": [line for src, _ in parts for line in src], "tgt": [line for _, tgt in parts for line in tgt]}
+    )
+
+
+def _catalog_pairs(spec: str, role: str, src_lang: str, tgt_lang: str, draw: Draw | None) -> datasets.Dataset:
     corpus, _, split = spec.partition(":")
+
+    def files(*names: str) -> list[tuple[Path, Path]]:  # each name with {lang} in it, for both sides
+        return [tuple(catalog.corpus_file(corpus, n.format(lang=lang)) for lang in (src_lang, tgt_lang)) for n in names]
+
     if corpus == "multi30k":
-        split = split or MULTI30K_DEFAULT_SPLIT[role]
-        return aligned_files(
-            catalog.corpus_file(corpus, f"{split}.{src_lang}.gz"), catalog.corpus_file(corpus, f"{split}.{tgt_lang}.gz")
-        )
+        return aligned_parts(files(f"{split or MULTI30K_DEFAULT_SPLIT[role]}.{{lang}}.gz"), draw)
     if corpus == "tatoeba":
-        path = catalog.corpus_file(corpus, "eng-fra.tsv")
-        columns = {"en": 0, "fr": 1}
-        if {src_lang, tgt_lang} != set(columns):
-            raise UserError(f"tatoeba here holds English-French pairs, not {src_lang}-{tgt_lang}")
-        src, tgt = [], []
-        for number, line in enumerate(read_lines(path), 1):
-            fields = line.split("\t")
-            if len(fields) < 2:
-                raise UserError(f"{path} line {number}: expected English TAB French, found no tab")
-            src.append(fields[columns[src_lang]])
-            tgt.append(fields[columns[tgt_lang]])
-        return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+        return _tatoeba_pairs(catalog.corpus_file(corpus, "eng-fra.tsv"), src_lang, tgt_lang, draw)
     if corpus == "hansard":
-        return _hansard_pairs(split or role, src_lang, tgt_lang)
+        return _hansard_pairs(split or role, files, draw)
+    if corpus == "europarl":
+        if role != "train" or split:
+            raise UserError("europarl is a training corpus here (it has no held-out split); validate on newstest")
+        return aligned_parts(files("europarl-v7.fr-en.{lang}.xz"), draw)
     if corpus == "newstest":
         sets = (split,) if split else NEWSTEST_DEFAULT_SETS.get(role)
         if sets is None:
             raise UserError(f"name the newstest set to {role} on, e.g. newstest:newstest2012")
-        parts = [
-            aligned_files(
-                catalog.corpus_file(corpus, f"{name}.{src_lang}"), catalog.corpus_file(corpus, f"{name}.{tgt_lang}")
-            )
-            for name in sets
-        ]
-        return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+        return aligned_parts(files(*(f"{name}.{{lang}}" for name in sets)), draw)
     catalog.files(corpus)  # unknown name: the catalog's error, with a suggestion
     raise UserError(f"corpus '{corpus}' holds plain text, not translation pairs")
 
 
-def _hansard_pairs(split: str, src_lang: str, tgt_lang: str) -> datasets.Dataset:
+def _tatoeba_pairs(path: Path, src_lang: str, tgt_lang: str, draw: Draw | None) -> datasets.Dataset:
+    columns = {"en": 0, "fr": 1}
+    if {src_lang, tgt_lang} != set(columns):
+        raise UserError(f"tatoeba here holds English-French pairs, not {src_lang}-{tgt_lang}")
+    src, tgt = [], []
+    for number, line in enumerate(read_lines(path), 1):
+        fields = line.split("\t")
+        if len(fields) < 2:
+            raise UserError(f"{path} line {number}: expected English TAB French, found no tab")
+        src.append(fields[columns[src_lang]])
+        tgt.append(fields[columns[tgt_lang]])
+    ds = datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+    rows = draw.rows(len(ds)) if draw else None
+    return ds if rows is None else ds.select(rows)
+
+
+def _hansard_pairs(split: str, files, draw: Draw | None) -> datasets.Dataset:
     """train: both training parts (1.02M pairs). valid and test: HANSARD_SLICE pairs at evenly
     spaced lines of the House and the Senate testing parts (line 1 + floor(i * n / HANSARD_SLICE)
     for i = 0, 1, ...), fixed by the files alone. The release holds the testing parts out of the
     training parts, though the House's stock phrases recur in both."""
     if split not in HANSARD_SPLITS:
         raise UserError(f"hansard has the splits {', '.join(HANSARD_SPLITS)}, not '{split}'")
-    parts = [
-        aligned_files(*(catalog.corpus_file("hansard", f"{part}.{lang}.gz") for lang in (src_lang, tgt_lang)))
-        for part in HANSARD_SPLITS[split]
-    ]
+    parts = files(*(f"{part}.{{lang}}.gz" for part in HANSARD_SPLITS[split]))
     if split == "train":
-        return datasets.concatenate_datasets(parts)
-    n = len(parts[0])
-    return parts[0].select(sorted({i * n // HANSARD_SLICE for i in range(min(n, HANSARD_SLICE))}))
+        return aligned_parts(parts, draw)
+    pairs = aligned_parts(parts)
+    n = len(pairs)
+    return pairs.select(sorted({i * n // HANSARD_SLICE for i in range(min(n, HANSARD_SLICE))}))
 
 
-def _generic_pairs(spec: dict, src_lang: str, tgt_lang: str) -> datasets.Dataset:
+def _generic_pairs(spec: dict, src_lang: str, tgt_lang: str, draw: Draw | None) -> datasets.Dataset:
     unknown = set(spec) - SPEC_KEYS
     if unknown or "path" not in spec:
         raise UserError(f"corpus spec {spec}: needs 'path' and takes only {', '.join(sorted(SPEC_KEYS))}")
     files = spec.get("data_files")
     if spec["path"] == "text" and isinstance(files, dict) and {src_lang, tgt_lang} <= set(files):
-        return aligned_files(Path(files[src_lang]), Path(files[tgt_lang]))
+        return aligned_parts([(Path(files[src_lang]), Path(files[tgt_lang]))], draw)
+    ds = _loaded_pairs(spec, src_lang, tgt_lang)
+    rows = draw.rows(len(ds)) if draw else None
+    return ds if rows is None else ds.select(rows)
+
+
+def _loaded_pairs(spec: dict, src_lang: str, tgt_lang: str) -> datasets.Dataset:
+    """A `datasets.load_dataset` spec's pairs, as columns src and tgt."""
     kwargs = {k: spec[k] for k in ("name", "data_files", "delimiter", "revision") if k in spec}
     try:
         ds = datasets.load_dataset(spec["path"], split=spec.get("split", "train"), **kwargs)
@@ -191,31 +253,51 @@ def spec_label(spec) -> str:
     return Path(str(first)).stem if first else str(spec.get("path"))
 
 
-def load_pairs(spec, role: str, src_lang: str, tgt_lang: str) -> datasets.Dataset:
-    """One corpus spec -> a Dataset with string columns `src` and `tgt`."""
+def load_pairs(spec, role: str, src_lang: str, tgt_lang: str, draw: Draw | None = None) -> datasets.Dataset:
+    """One corpus spec -> a Dataset with string columns `src` and `tgt` (with `draw`, its drawn pairs)."""
     spec = corpus_options(spec)[0]
     if isinstance(spec, str):
-        return _catalog_pairs(spec, role, src_lang, tgt_lang)
-    ds = _generic_pairs(spec, src_lang, tgt_lang)
+        return _catalog_pairs(spec, role, src_lang, tgt_lang, draw)
+    ds = _generic_pairs(spec, src_lang, tgt_lang, draw)
     return ds if ds.features == PAIR_FEATURES else ds.cast(PAIR_FEATURES)  # so corpora concatenate
 
 
+def _draws(options: list, draw: int | None, seed: int) -> list[Draw | None]:
+    """Each corpus' draw: its weight's share of `draw` pairs (without weights, at most `draw` each)."""
+    if draw is None:
+        return [None] * len(options)
+    weights = [weight for _, _, weight in options]
+    shares = [w / sum(weights) for w in weights] if None not in weights else [1.0] * len(options)
+    return [Draw(math.ceil(draw * share), (seed, i)) for i, share in enumerate(shares)]
+
+
 def load_corpora(
-    specs: list, role: str, src_lang: str, tgt_lang: str, clean: bool = False, dedup: bool = False, log=sys.stderr
+    specs: list,
+    role: str,
+    src_lang: str,
+    tgt_lang: str,
+    clean: bool = False,
+    dedup: bool = False,
+    log=sys.stderr,
+    draw: int | None = None,
+    seed: int = 0,
 ) -> tuple[datasets.Dataset, np.ndarray, list[int] | None]:
     """The corpora, each cleaned as asked (mt.data.cleaning: duplicates are looked for within each
     corpus), concatenated; for each pair how many times it goes into an epoch; and with mixing
-    weights (mt.data.mixing), each corpus' pair count instead of repeats."""
+    weights (mt.data.mixing), each corpus' pair count instead of repeats. With `draw`, a corpus
+    gives at most its share of that many pairs (`_draws`), chosen by `seed`."""
     options = [corpus_options(s) for s in specs]
     weighted = [weight is not None for _, _, weight in options]
     if any(weighted) and not all(weighted):
         raise UserError("data.train: give every training corpus a weight, or none (repeat then weights them)")
     if any(weighted) and any(repeat != 1 for _, repeat, _ in options):
         raise UserError("data.train: a corpus has both weight and repeat; with weights, the weights alone decide")
-    parts = [
-        clean_pairs(load_pairs(s, role, src_lang, tgt_lang), clean, dedup, f"{role} {spec_label(s)}", log)
-        for s in specs
-    ]
+    parts = []
+    for spec, drawn in zip(specs, _draws(options, draw, seed)):
+        pairs = load_pairs(spec, role, src_lang, tgt_lang, drawn)
+        if drawn is not None and len(pairs) == drawn.count and log is not None:
+            print(f"{role} {spec_label(spec)}: drew {drawn.count:,} pairs at random (data.draw)", file=log)
+        parts.append(clean_pairs(pairs, clean, dedup, f"{role} {spec_label(spec)}", log))
     repeats = np.concatenate([np.full(len(p), repeat, dtype=np.int32) for p, (_, repeat, _) in zip(parts, options)])
     sizes = [len(p) for p in parts] if all(weighted) else None
     return (parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)), repeats, sizes

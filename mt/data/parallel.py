@@ -14,7 +14,16 @@ from typing import NamedTuple
 import datasets
 
 from mt.data import catalog
-from mt.data.corpora import EncodedCorpus, columns, corpus_weights, load_corpora, load_pairs, sample_texts, spec_label
+from mt.data.corpora import (
+    Draw,
+    EncodedCorpus,
+    columns,
+    corpus_weights,
+    load_corpora,
+    load_pairs,
+    sample_texts,
+    spec_label,
+)
 from mt.data.mixing import Mixture
 from mt.data.tokenizer import Tokenizer, learn_tokenizer, load_tokenizer
 from mt.errors import UserError
@@ -67,9 +76,10 @@ def prepare_parallel(data, tokenizer_settings, seed: int, tokenizer_from: Path |
         )
     cache = catalog.data_dir() / "cache"
     langs = data.src_lang, data.tgt_lang
-    train, repeats, sizes = load_corpora(data.train, "train", *langs, data.clean, data.dedup, log)
+    train, repeats, sizes = load_corpora(data.train, "train", *langs, data.clean, data.dedup, log, data.draw, seed)
     valid_specs = data.valid if isinstance(data.valid, list) else [data.valid]
-    valid = [load_pairs(spec, "valid", *langs) for spec in valid_specs]
+    fixed = Draw(data.valid_pairs, (0,)) if data.valid_pairs else None  # the same pairs whatever the seed
+    valid = [load_pairs(spec, "valid", *langs, fixed) for spec in valid_specs]
     weights = corpus_weights(data.train) if sizes else None
     if tokenizer_from is not None:
         tokenizer = load_tokenizer(tokenizer_from)

@@ -18,7 +18,7 @@ NEEDS_TCMALLOC = pytest.mark.skipif(
 @pytest.mark.parametrize(
     "argv, command",
     [
-        ([PYTHON, "-m", "mt.train", "recipes/fr_en.yaml"], True),
+        ([PYTHON, "-m", "mt.train", "recipes/multi30k.yaml"], True),
         ([PYTHON, "-u", "-X", "importtime", "-m", "mt.translate", "-m", "x"], True),
         ([PYTHON, "/venv/bin/mt-translate", "bonjour"], True),
         ([PYTHON, "-m", "pytest", "-m", "mt.train"], False),

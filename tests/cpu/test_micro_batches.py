@@ -68,7 +68,7 @@ def micro_batches(count: int, seed: int = 0) -> list[dict]:
 def one_step(tmp_path, workers: int, *overrides: str, seed: int = 7):
     """The weights after one SGD step (lr 1) over four micro-batches, and the threads that ran them."""
     cfg = load_config(
-        "recipes/fr_en.yaml", [*SMALL, f"train.micro_batch_workers={workers}", *overrides, f"out_dir={tmp_path}"]
+        "recipes/multi30k.yaml", [*SMALL, f"train.micro_batch_workers={workers}", *overrides, f"out_dir={tmp_path}"]
     )
     torch.manual_seed(0)
     model = build_model(cfg, VOCAB)
@@ -142,7 +142,7 @@ def test_workers_apply_to_cpu_training_in_one_process_only():
 
 def test_a_negative_worker_count_is_a_recipe_error():
     with pytest.raises(UserError, match="train.micro_batch_workers must be 0"):
-        load_config("recipes/fr_en.yaml", ["train.micro_batch_workers=-1"])
+        load_config("recipes/multi30k.yaml", ["train.micro_batch_workers=-1"])
 
 
 class Casts(TorchDispatchMode):
@@ -171,5 +171,5 @@ def test_bf16_weights_are_cast_once_a_step_with_the_same_result(tmp_path, worker
         one_step(tmp_path / "kept2", 1, "train.precision=bf16")
     assert kept[1] == anew[1]
     assert all(torch.equal(kept[0][name], anew[0][name]) for name in kept[0])
-    matrices = sum(p.dim() == 2 for p in build_model(load_config("recipes/fr_en.yaml", SMALL), VOCAB).parameters())
+    matrices = sum(p.dim() == 2 for p in build_model(load_config("recipes/multi30k.yaml", SMALL), VOCAB).parameters())
     assert casts_anew.count - casts_kept.count >= 3 * matrices  # four micro-batches: three casts saved per weight

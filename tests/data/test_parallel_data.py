@@ -118,14 +118,14 @@ def test_sentencepiece_model_is_cached_by_content(tmp_path):
 
     fr = [f"le chat numéro {i} dort près de la fenêtre" for i in range(200)]
     en = [f"the cat number {i} sleeps near the window" for i in range(200)]
-    cfg = load_config("recipes/fr_en.yaml", ["tokenizer.vocab_size=60"])
+    cfg = load_config("recipes/multi30k.yaml", ["tokenizer.vocab_size=60"])
     pairs = load_pairs(text_spec(tmp_path, fr, en), "train", "fr", "en")
     first = train_tokenizer(cfg.tokenizer, pairs, 1, tmp_path / "cache")
     assert len(list((tmp_path / "cache").glob("spm-*.model"))) == 1
     reloaded = load_pairs(text_spec(tmp_path, fr, en), "train", "fr", "en")
     again = train_tokenizer(cfg.tokenizer, reloaded, 1, tmp_path / "cache")
     assert again.fingerprint() == first.fingerprint()
-    other = load_config("recipes/fr_en.yaml", ["tokenizer.vocab_size=50"])
+    other = load_config("recipes/multi30k.yaml", ["tokenizer.vocab_size=50"])
     train_tokenizer(other.tokenizer, pairs, 1, tmp_path / "cache")
     assert len(list((tmp_path / "cache").glob("spm-*.model"))) == 2  # settings are part of the key
 
@@ -146,13 +146,14 @@ def test_closing_the_prefetched_stream_stops_its_thread():
 
 
 def test_newstest_from_the_mirror(mirror):
-    """The WMT news test sets: one named set, the default training sets (2008-2012) and validation (2013)."""
+    """The WMT news test sets: one named set, and WMT's usual roles: training (2008-2011), validation
+    (2012) and test (2013)."""
     valid = load_pairs("newstest", "valid", "fr", "en")
-    assert len(valid) == 3000 and valid[0]["tgt"].startswith("A Republican strategy")
+    assert len(valid) == 3003 and valid[0]["tgt"].startswith("Parliament Does Not Support Amendment")
+    test = load_pairs("newstest", "test", "fr", "en")
+    assert len(test) == 3000 and test[0]["tgt"].startswith("A Republican strategy")
     assert len(load_pairs("newstest:newstest2012", "train", "fr", "en")) == 3003
-    assert len(load_pairs("newstest", "train", "fr", "en")) == 2051 + 502 + 2525 + 2489 + 3003 + 3003
-    with pytest.raises(UserError, match="name the newstest set"):
-        load_pairs("newstest", "test", "fr", "en")
+    assert len(load_pairs("newstest", "train", "fr", "en")) == 2051 + 502 + 2525 + 2489 + 3003
 
 
 @pytest.mark.parametrize("lines", [["", "", ""], []], ids=["all empty", "no lines"])
@@ -160,7 +161,7 @@ def test_a_corpus_without_text_says_so_in_one_line(tmp_path, lines):
     from mt.config import load_config
     from mt.data.parallel import train_tokenizer
 
-    cfg = load_config("recipes/fr_en.yaml", ["tokenizer.vocab_size=60"])
+    cfg = load_config("recipes/multi30k.yaml", ["tokenizer.vocab_size=60"])
     ds = load_pairs(text_spec(tmp_path, lines, lines), "train", "fr", "en")
     with pytest.raises(UserError, match=r"data.train: .*(every line is empty|hold no pairs)"):
         train_tokenizer(cfg.tokenizer, ds, 1, tmp_path / "cache")

@@ -32,7 +32,7 @@ import torch
 from mt.config import load_config
 from mt.training.translation_task import TranslationTask
 parquet, work = sys.argv[1], Path(sys.argv[2])
-cfg = load_config("recipes/fr_en.yaml", [
+cfg = load_config("recipes/multi30k.yaml", [
     f"data.train=[{{path: parquet, data_files: {parquet}, columns: {{fr: fr, en: en}}}}]",
     f"data.valid={{path: text, data_files: {{fr: {work}/valid.fr, en: {work}/valid.en}}}}",
     "data.max_tokens=16384", "data.num_proc=2", "tokenizer.vocab_size=2000", "tokenizer.max_pairs=20000",

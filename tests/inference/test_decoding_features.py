@@ -40,9 +40,9 @@ def test_recipe_decode_section_is_checked_and_named(tmp_path):
     from mt.config import load_config
 
     with pytest.raises(UserError, match=re.escape("decode.n_best must be between 1 and the beam size (5)")):
-        load_config("recipes/fr_en.yaml", ["decode.n_best=9"])
+        load_config("recipes/multi30k.yaml", ["decode.n_best=9"])
     with pytest.raises(UserError, match="unknown key 'decode.beem'"):
-        load_config("recipes/fr_en.yaml", ["decode.beem=2"])
+        load_config("recipes/multi30k.yaml", ["decode.beem=2"])
 
 
 @pytest.mark.parametrize(

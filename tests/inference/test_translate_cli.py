@@ -102,7 +102,7 @@ def test_fr_en_recipe_end_to_end_on_multi30k(mirror, tmp_path):
     out = tmp_path / "run"
     trained = cli(
         "mt.train",
-        "recipes/fr_en.yaml",
+        "recipes/multi30k.yaml",
         *TINY_MODEL,
         "tokenizer.vocab_size=1000",
         "data.max_tokens=2048",

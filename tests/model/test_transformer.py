@@ -438,7 +438,7 @@ def test_the_attention_weights_have_a_dropout_rate_of_their_own():
 
     assert rates(tiny(dropout=0.3)) == ({(0.3, 0.3)}, 6)  # unset: the weights take model.dropout
     assert rates(tiny(dropout=0.3, attention_dropout=0.0)) == ({(0.0, 0.3)}, 6)
-    cfg = load_config("recipes/fr_en.yaml", ["model.dropout=0.2", "model.attention_dropout=0.05"])
+    cfg = load_config("recipes/multi30k.yaml", ["model.dropout=0.2", "model.attention_dropout=0.05"])
     assert rates(build_model(cfg, V))[0] == {(0.05, 0.2)}
     # Only the attention weights dropped: training-mode outputs vary, eval-mode ones do not.
     model, src, tgt = tiny(attention_dropout=0.5), ids([5, 6, 7, 8, END]), ids([START, 9, 10])

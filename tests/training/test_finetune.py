@@ -46,7 +46,7 @@ def test_a_multi30k_model_fine_tuned_on_tatoeba_learns_it(mirror, tmp_path):
     base = tmp_path / "base"
     train_module.main(
         [
-            "recipes/fr_en.yaml",
+            "recipes/multi30k.yaml",
             *TINY_MODEL,
             "tokenizer.vocab_size=500",
             "data.train=[multi30k]",

@@ -53,7 +53,7 @@ def test_translation_resume_continues_the_same_epoch(tmp_path, monkeypatch, toke
     (tmp_path / "c.en").write_text("\n".join(en) + "\n")
     spec = f"{{path: text, data_files: {{fr: {tmp_path / 'c.fr'}, en: {tmp_path / 'c.en'}}}}}"
     args = [
-        "recipes/fr_en.yaml",
+        "recipes/multi30k.yaml",
         f"data.train=[{spec}]",
         f"data.valid={spec}",
         "model.enc_layers=1",
@@ -255,7 +255,7 @@ def test_grad_accum_weighs_micro_batches_by_their_tokens(tmp_path):
     from mt.training.trainer import Trainer
 
     cfg = load_config(
-        "recipes/fr_en.yaml",
+        "recipes/multi30k.yaml",
         ["train.grad_accum=2", "train.grad_clip=0", "train.precision=fp32", "train.device=cpu", f"out_dir={tmp_path}"],
     )
 
