@@ -213,3 +213,80 @@ class Upper:
         self.seen += sentences
         found = [[Hypothesis(s.upper(), 0.0, [], self.tokenizer.split([s.upper()])[0])] for s in sentences]
         return found if hypotheses else [h[0].text for h in found]
+
+
+class _AttendingBack:
+    """A stand-in model whose only layer's cross-attention looks from each output token at the
+    source position it came from: what `Reverse` tells the alignment path through real weights.
+    Source ids are vocabulary ids; an output id is 4 + the source position it was taken from."""
+
+    SIZE = 128  # positions: above the stand-ins' max_src_tokens
+
+    def __init__(self):
+        from mt.model import Attention
+
+        cross = Attention(self.SIZE, 1, 0.0, bias=False)
+        with torch.no_grad():  # queries and keys as they come, sharp enough that one position wins
+            cross.qkv.weight.zero_()
+            cross.qkv.weight[: 2 * self.SIZE].copy_(torch.eye(self.SIZE).repeat(2, 1) * 8)
+        self.decoder = [torch.nn.Module()]
+        self.decoder[0].cross = cross
+
+    def parameters(self):
+        return self.decoder[0].cross.parameters()
+
+    def encode(self, src):  # (B, S) -> one-hot positions (B, S, D), mask (B, 1, 1, S)
+        b, s = src.shape
+        return torch.eye(self.SIZE)[:s].expand(b, s, self.SIZE), (src != 0)[:, None, None, :]
+
+    def decoder_states(self, tgt_in, memory, mask):  # the query of row t is the position output token t came from
+        taken = torch.cat([tgt_in[:, 1:], torch.zeros_like(tgt_in[:, :1])], dim=1)
+        x = torch.where((taken >= 4)[..., None], torch.eye(self.SIZE)[(taken - 4).clamp(min=0)], 0.0)
+        self.decoder[0].cross(x, memory=memory, mask=mask)
+
+
+class Reverse(Upper):
+    """A stand-in translator that reverses each sentence's word order (its final punctuation kept
+    last) and upper-cases it, and tells where each output word came from through a stand-in
+    model's cross-attention: markup is then placed by the real alignment path, not by position."""
+
+    def __init__(self, tgt_lang: str = "en"):
+        super().__init__(tgt_lang)
+        self.model = _AttendingBack()
+        self.vocabulary: dict[str, int] = {}
+
+    def encode(self, sentences, warn_truncated=True):
+        return [[self.vocabulary.setdefault(t, len(self.vocabulary) + 4) for t in tokens] for tokens in
+                self.tokenizer.split(sentences)]  # fmt: skip
+
+    def pieces(self, ids):
+        words = {i: t for t, i in self.vocabulary.items()}
+        return [words[i] for i in ids]
+
+    def translate(self, sentences, options=None, batch_size=64, hypotheses=False, **changes):
+        from mt.inference.search import Hypothesis
+
+        self.seen += sentences
+        found = []
+        for tokens in self.tokenizer.split(sentences):
+            end = len(tokens)
+            while end > 0 and re.fullmatch(r"[.!?…]", tokens[end - 1]):
+                end -= 1
+            order = list(range(end))[::-1] + list(range(end, len(tokens)))
+            words = [tokens[i].upper() for i in order]
+            text = " ".join(words[:end]) + "".join(words[end:])
+            found.append([Hypothesis(text, 0.0, [4 + i for i in order], words)])
+        return found if hypotheses else [h[0].text for h in found]
+
+
+def xml_names(data: bytes):
+    """An XML document's element and attribute names with their namespaces (how many of each),
+    and every (prefix, namespace) its elements have in scope: what a translation must keep."""
+    from collections import Counter
+
+    from lxml import etree
+
+    root = etree.fromstring(data, etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False))
+    elements = [el for el in root.iter() if isinstance(el.tag, str)]
+    names = Counter(el.tag for el in elements) + Counter(f"@{key}" for el in elements for key in el.attrib)
+    return names, {item for el in elements for item in el.nsmap.items()}
