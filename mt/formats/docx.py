@@ -22,9 +22,9 @@ def _paragraphs(document) -> list:
     return [p for root in roots for p in root.iter(WORD.tag("p"))]
 
 
-def translate_docx(data: bytes, translate_segments) -> bytes:
-    """A .docx file with its text translated: see the module notes."""
+def translate(data: bytes, job) -> bytes:
+    """A .docx file with its text translated (the docx format's adapter): see the module notes."""
     import docx
     from docx.opc.exceptions import PackageNotFoundError
 
-    return translate_package(data, ".docx", docx.Document, PackageNotFoundError, _paragraphs, WORD, translate_segments)
+    return translate_package(data, ".docx", docx.Document, PackageNotFoundError, _paragraphs, WORD, job.segments)

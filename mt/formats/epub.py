@@ -1,7 +1,8 @@
 """EPUB books: every XHTML document the package lists (chapters, the navigation) translated through
-the HTML path, all in one batch; every other member of the archive (the package document with the
-book's metadata, styles, images, fonts) copied byte for byte, in its order and with its compression.
-The zip is read directly rather than through an EPUB library, which would write the package anew."""
+the XHTML path, all in one batch, and the package's `dc:language` made the target language; every
+other member of the archive (styles, images, fonts) copied byte for byte, in its order and with its
+compression. The zip is read directly rather than through an EPUB library, which would write the
+package anew."""
 
 from __future__ import annotations
 
@@ -11,19 +12,25 @@ from urllib.parse import unquote
 from lxml import etree
 
 from mt.errors import UserError
+from mt.formats import read_text
 from mt.formats.archives import open_zip, parse_xml, read_member, rewritten
-from mt.formats.html import read_text, translate_html_many
+from mt.formats.xhtml import translate_pages
+from mt.formats.xmltree import Document
 
 XHTML = "application/xhtml+xml"
+_DC_LANGUAGE = "{http://purl.org/dc/elements/1.1/}language"
 
 
-def chapters(archive) -> list[str]:
-    """The archive members the package document lists as XHTML, in manifest order."""
+def _package_name(archive) -> str:
     container = parse_xml(read_member(archive, "META-INF/container.xml", ".epub"), "META-INF/container.xml", ".epub")
     rootfile = next((el.get("full-path") for el in container.iter() if etree.QName(el).localname == "rootfile"), None)
     if not rootfile:
         raise UserError("the .epub file's META-INF/container.xml names no package document (rootfile)")
-    package = parse_xml(read_member(archive, rootfile, ".epub"), rootfile, ".epub")
+    return rootfile
+
+
+def chapters(archive, package, rootfile: str) -> list[str]:
+    """The archive members the package document lists as XHTML, in manifest order."""
     base = posixpath.dirname(rootfile)
     names = set(archive.namelist())
     found = []
@@ -35,10 +42,28 @@ def chapters(archive) -> list[str]:
     return found
 
 
-def translate_epub(data: bytes, translate_segments, target_lang: str | None = None) -> bytes:
-    """An .epub file with its chapters translated: see the module notes."""
+def _package_in(target_lang: str | None, package: Document) -> bytes | None:
+    """The package document declaring `target_lang` as the book's first language; None where it
+    needs no change."""
+    first = next(package.root.iter(_DC_LANGUAGE), None)
+    if not target_lang or first is None or (first.text or "").strip() == target_lang:
+        return None
+    first.text = target_lang
+    return package.written().encode("utf-8")
+
+
+def translate(data: bytes, job) -> bytes:
+    """An .epub file with its chapters translated (the epub format's adapter): see the module notes."""
     archive = open_zip(data, ".epub")
-    names = chapters(archive)
+    rootfile = _package_name(archive)
+    package = Document(read_text(read_member(archive, rootfile, ".epub"), rootfile), f"the .epub file's {rootfile}")
+    names = chapters(archive, package.root, rootfile)
     texts = [read_text(read_member(archive, name, ".epub"), name) for name in names]
-    translated = translate_html_many(texts, translate_segments, xhtml=True, target_lang=target_lang)
-    return rewritten(archive, {name: text.encode("utf-8") for name, text in zip(names, translated)}, ".epub")
+    wheres = [f"the .epub file's {name}" for name in names]
+    changed = {
+        name: text.encode("utf-8")
+        for name, text in zip(names, translate_pages(texts, wheres, job.segments, job.target_lang))
+    }
+    if (written := _package_in(job.target_lang, package)) is not None:
+        changed[rootfile] = written
+    return rewritten(archive, changed, ".epub")

@@ -43,11 +43,31 @@ class Block:
 
 def _parser():
     from markdown_it import MarkdownIt
+    from markdown_it.rules_inline import image, link
 
     md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
-    md.normalizeLink = lambda url: url  # link targets written back as they were
-    md.normalizeLinkText = lambda url: url
+    md.normalizeLinkText = lambda url: url  # an autolink's text written back as it was
+    md.inline.ruler.at("link", _as_written(link))
+    md.inline.ruler.at("image", _as_written(image))
     return md
+
+
+def _as_written(rule):
+    """A link or image rule that keeps how the source wrote what it found on its opening token: a
+    link's text is translated, but its target stays as written (`](url "title")`, `][ref]`, `]`)."""
+
+    def wrapped(state, silent: bool) -> bool:
+        start, first = state.pos, len(state.tokens)
+        label_end = state.md.helpers.parseLinkLabel(state, start + (state.src[start] == "!"), True)
+        if not rule(state, silent):
+            return False
+        if not silent:
+            opening = next(t for t in state.tokens[first:] if t.type in ("link_open", "image"))
+            opening.meta["written"] = state.src[start : state.pos]
+            opening.meta["closes"] = state.src[label_end : state.pos]
+        return True
+
+    return wrapped
 
 
 def _front_matter(lines: list[str]) -> int:
@@ -65,32 +85,32 @@ def _segment(children) -> Segment:
     while i < len(children):
         token, kind = children[i], children[i].type
         if kind == "text":
-            _append(seg, token.content)
+            seg.add_text(token.content)
         elif kind in ("softbreak", "hardbreak"):  # the block is wrapped again as a whole
             if kind == "hardbreak":
                 breaking = not seg.text.endswith(" ")
-                within = frozenset(n for n, _, _ in stack)
-                seg.voids.append(Void(len(seg.text), Mark(_raw(token)), within, breaking, line=True))
-            _append(seg, " ")
+                mark = Mark(_raw(token))
+                seg.voids.append(Void(len(seg.text), mark, _open(stack), breaking, True, len(seg.spans)))
+            seg.add_text(" ")
         elif kind == "link_open" and token.markup == "autolink":  # <url>: its text is its target
             text = children[i + 1].content if i + 1 < len(children) else token.attrs.get("href", "")
-            seg.voids.append(Void(len(seg.text), Mark(f"<{text}>"), frozenset(n for n, _, _ in stack)))
+            seg.voids.append(Void(len(seg.text), Mark(f"<{text}>"), _open(stack), opened=len(seg.spans)))
             i += 2  # its text and its close
         elif kind in ("em_open", "strong_open", "s_open", "link_open"):
-            stack.append((len(seg.spans), len(seg.text), token))
-            seg.spans.append(Span(len(seg.text), len(seg.text), None))  # closed below
+            seg.spans.append(Span(len(seg.text), len(seg.text), None, _open(stack)))  # closed below
+            stack.append((len(seg.spans) - 1, len(seg.text), token))
         elif kind in ("em_close", "strong_close", "s_close", "link_close") and stack:
             index, start, opened = stack.pop()
-            seg.spans[index] = Span(start, len(seg.text), _mark(opened))
+            seg.spans[index] = Span(start, len(seg.text), _mark(opened), _open(stack))
         else:
-            seg.voids.append(Void(len(seg.text), Mark(_raw(token)), frozenset(n for n, _, _ in stack)))
+            seg.voids.append(Void(len(seg.text), Mark(_raw(token)), _open(stack), opened=len(seg.spans)))
         i += 1
     return seg
 
 
-def _append(seg: Segment, text: str) -> None:
-    """Text added to a segment, one space where a void taken out left two."""
-    seg.text += text[1:] if text.startswith(" ") and seg.text.endswith(" ") else text
+def _open(stack: list) -> frozenset[int]:
+    """The spans open at this point, which hold what comes next."""
+    return frozenset(n for n, _, _ in stack)
 
 
 def _raw(token) -> str:
@@ -101,15 +121,13 @@ def _raw(token) -> str:
     if token.type == "hardbreak":
         return "\\\n"
     if token.type == "image":
-        title = f' "{token.attrs["title"]}"' if token.attrs.get("title") else ""
-        return f"![{token.content}]({token.attrs.get('src', '')}{title})"
+        return token.meta["written"]
     return token.content  # inline HTML, and anything else: as written
 
 
 def _mark(token) -> Mark:
     if token.type == "link_open":
-        title = token.attrs.get("title")
-        return Mark("[", f"]({token.attrs.get('href', '')}{f' {chr(34)}{title}{chr(34)}' if title else ''})")
+        return Mark("[", token.meta["closes"])
     return Mark(token.markup, token.markup)
 
 
@@ -190,9 +208,9 @@ def _table_row(line: str, cells: list[str]) -> str | None:
     return "|".join(parts)
 
 
-def translate_markdown(text: str, translate_segments) -> str:
-    """`text` with its prose translated by `translate_segments` and everything else kept: see the
-    module notes."""
+def translate(text: str, job) -> str:
+    """Markdown `text` with its prose translated by `job.segments` and everything else kept (the
+    markdown format's adapter): see the module notes."""
     lines = text.split("\n")
     skip = _front_matter(lines)
     tokens = _parser().parse("\n" * skip + "\n".join(lines[skip:]))
@@ -215,7 +233,7 @@ def translate_markdown(text: str, translate_segments) -> str:
                 continue  # lines it cannot be found in as written: left as they are
             blocks.append(block)
         segments.append(seg)
-    translated = [render(nodes) for nodes in translate_segments(segments)] if segments else []
+    translated = [render(nodes) for nodes in job.segments(segments)] if segments else []
     for row, indices in cells.items():
         new = _table_row(lines[row], [translated[i].strip() for i in indices])
         if new is not None:

@@ -16,7 +16,7 @@ import io
 import re
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lxml import etree
 
@@ -187,10 +187,18 @@ def _segment(atoms: list[_Atom], dialect: Dialect) -> tuple[Segment, object]:
             seg.text += a.text
         if a.link is not None:
             links[-1][1] = len(seg.text)
-    seg.spans = [Span(s, e, _Link(link)) for s, e, link in links]
-    seg.spans += [Span(s, e, _Format(r)) for s, e, r, _, _ in formats]
+    seg.spans = [Span(s, e, _Link(link), frozenset()) for s, e, link in links]
+    for s, e, rpr, link, _ in formats:
+        held = frozenset(i for i, (a, b, el) in enumerate(links) if el is link and a <= s and e <= b)
+        seg.spans.append(Span(s, e, _Format(rpr), held))
+    seg.voids = [replace(v, within=v.within | _holding(seg.spans, v.at)) for v in seg.voids]
     base_rpr = next((a.rpr for a, key in zip(atoms, keys) if a.text and key == base), None)
     return seg, base_rpr
+
+
+def _holding(spans: list[Span], at: int) -> frozenset[int]:
+    """The formatting spans a void inside a run lies strictly within."""
+    return frozenset(i for i, span in enumerate(spans) if isinstance(span.tag, _Format) and span.start < at < span.end)
 
 
 def _copy(el):

@@ -1,7 +1,7 @@
 """OpenDocument text and presentations (.odt, .odp, as LibreOffice writes them): the text of the
 body (paragraphs, headings, lists, tables, text boxes, slides and their notes) and of the page
-styles' headers and footers translated through the HTML path, read with OpenDocument's own
-vocabulary; every other member of the archive copied byte for byte.
+styles' headers and footers translated, read with lxml (mt/formats/xmltree.py) and OpenDocument's
+own vocabulary; every other member of the archive copied byte for byte.
 
 OpenDocument's inline markup is HTML's in other names (`text:span`, `text:a`), and it reads
 whitespace as HTML does, with `text:s` for each space past the first. Fields (a page number, a date),
@@ -12,8 +12,10 @@ sentence it stands in, as any block inside a paragraph does.
 from __future__ import annotations
 
 from mt.errors import UserError
-from mt.formats.archives import open_zip, parse_xml, read_member, rewritten
-from mt.formats.html import Vocabulary, element_names, read_text, translate_html_many
+from mt.formats import read_text
+from mt.formats.archives import open_zip, read_member, rewritten
+from mt.formats.vocabulary import Vocabulary, element_names
+from mt.formats.xmltree import Document, translate_documents
 
 FIELDS = (
     "page-number page-count page-continuation date time chapter file-name template-name sequence sequence-ref "
@@ -42,8 +44,9 @@ ODF = Vocabulary(
 TRANSLATED = ("content.xml", "styles.xml")  # the body; the page styles' headers and footers
 
 
-def translate_opendocument(data: bytes, translate_segments, kind: str) -> bytes:
-    """An .odt or .odp file (`kind`) with its text translated: see the module notes."""
+def translate(data: bytes, job) -> bytes:
+    """An .odt or .odp file with its text translated (their formats' adapter): see the module notes."""
+    kind = job.kind
     archive = open_zip(data, kind)
     if "META-INF/manifest.xml" in archive.namelist() and b"encryption-data" in read_member(
         archive, "META-INF/manifest.xml", kind
@@ -52,9 +55,8 @@ def translate_opendocument(data: bytes, translate_segments, kind: str) -> bytes:
     names = [name for name in TRANSLATED if name in archive.namelist()]
     if "content.xml" not in names:
         read_member(archive, "content.xml", kind)  # the one-line error for a file without a body
-    raw = [read_member(archive, name, kind) for name in names]
-    for name, data in zip(names, raw):  # the reader repairs what it parses; a damaged part is refused first
-        parse_xml(data, name, kind)
-    texts = [read_text(data, name) for name, data in zip(names, raw)]
-    translated = translate_html_many(texts, translate_segments, xhtml=True, vocabulary=ODF)
-    return rewritten(archive, {name: text.encode("utf-8") for name, text in zip(names, translated)}, kind)
+    parts = [
+        Document(read_text(read_member(archive, name, kind), name), f"the {kind} file's {name}", ODF) for name in names
+    ]
+    translate_documents(parts, job.segments)
+    return rewritten(archive, {name: part.written().encode("utf-8") for name, part in zip(names, parts)}, kind)

@@ -21,11 +21,9 @@ def _paragraphs(presentation) -> list:
     return [p for root in roots for p in root.iter(DRAWING.tag("p"))]
 
 
-def translate_pptx(data: bytes, translate_segments) -> bytes:
-    """A .pptx file with its text translated: see the module notes."""
+def translate(data: bytes, job) -> bytes:
+    """A .pptx file with its text translated (the pptx format's adapter): see the module notes."""
     import pptx
     from pptx.exc import PackageNotFoundError
 
-    return translate_package(
-        data, ".pptx", pptx.Presentation, PackageNotFoundError, _paragraphs, DRAWING, translate_segments
-    )
+    return translate_package(data, ".pptx", pptx.Presentation, PackageNotFoundError, _paragraphs, DRAWING, job.segments)

@@ -15,30 +15,39 @@ grows to whole target words, so bold never stops inside a word.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
 @dataclass(frozen=True)
 class Span:
-    """Inline markup over `text[start:end]` of a segment."""
+    """Inline markup over `text[start:end]` of a segment, inside the spans numbered `within` (None:
+    unknown, then told by the offsets; an empty span at another's edge cannot be, so readers that
+    know the nesting say it)."""
 
     start: int
     end: int
     tag: Any
+    within: frozenset[int] | None = None
 
 
 @dataclass(frozen=True)
 class Void:
     """Markup without text at character `at` of a segment, inside the spans numbered `within`. A
     `breaking` void (a line break, a tab) stands for the space the segment's text has after it; a
-    `line` break before a capital letter ends a sentence (an address, the items of a cell)."""
+    `line` break before a capital letter ends a sentence (an address, the items of a cell). `opened`
+    counts the spans listed before it in document order, which says whether it comes before or after
+    an empty span at the same place (None: unknown, after). One that touches the word after it, and
+    not the one before (an image before a caption's first word), goes with that word: `glued` says
+    whether it does, where the text around it cannot (None: it can; `add_text` says so)."""
 
     at: int
     tag: Any
     within: frozenset[int] = frozenset()
     breaking: bool = False
     line: bool = False
+    opened: int | None = None
+    glued: bool | None = None
 
 
 @dataclass
@@ -53,6 +62,21 @@ class Segment:
     @property
     def plain(self) -> bool:
         return not self.spans and not self.voids
+
+    def add_text(self, text: str) -> None:
+        """Text added, one space where markup taken out left two: a void between them, in the
+        space that was there on both sides, is then glued to neither word."""
+        if text.startswith(" ") and self.text.endswith(" "):
+            text = text[1:]
+            self.voids = [replace(v, glued=False) if v.at == len(self.text) else v for v in self.voids]
+        self.text += text
+
+    def glued(self, void: Void) -> bool:
+        """Whether `void` touches the word after it, not the one before."""
+        if void.glued is not None:
+            return void.glued
+        text, at = self.text, void.at
+        return at < len(text) and not text[at].isspace() and (at == 0 or text[at - 1].isspace())
 
 
 @dataclass
@@ -91,17 +115,28 @@ class _Node:
 
 
 def _tree(spans: list[Span]) -> list[_Node]:
-    """The spans as a forest: each under the innermost earlier span that holds it."""
+    """The spans as a forest: each under its innermost holder, as its reader says (`within`) or,
+    where it does not, the innermost earlier span whose offsets hold it."""
+    nodes = [_Node(span, i) for i, span in enumerate(spans)]
+    inferred = _holders(spans)
     roots: list[_Node] = []
-    stack: list[_Node] = []
-    order = sorted(range(len(spans)), key=lambda i: (spans[i].start, -spans[i].end, i))
-    for i in order:
-        node = _Node(spans[i], i)
-        while stack and not (stack[-1].span.start <= node.span.start and node.span.end <= stack[-1].span.end):
-            stack.pop()
-        (stack[-1].children if stack else roots).append(node)
-        stack.append(node)
+    for i, node in enumerate(nodes):
+        within = spans[i].within
+        parent = inferred[i] if within is None else (max(within) if within else None)
+        (nodes[parent].children if parent is not None else roots).append(node)
     return roots
+
+
+def _holders(spans: list[Span]) -> list[int | None]:
+    """Each span's innermost holder by offsets alone: the innermost earlier span holding it."""
+    holder: list[int | None] = [None] * len(spans)
+    stack: list[int] = []
+    for i in sorted(range(len(spans)), key=lambda i: (spans[i].start, -spans[i].end, i)):
+        while stack and not (spans[stack[-1]].start <= spans[i].start and spans[i].end <= spans[stack[-1]].end):
+            stack.pop()
+        holder[i] = stack[-1] if stack else None
+        stack.append(i)
+    return holder
 
 
 class _Placer:
@@ -115,17 +150,20 @@ class _Placer:
     def units_in(self, start: int, end: int) -> list[int]:
         return [i for i, (a, b) in enumerate(self.a.source_units) if a < end and b > start and b > a]
 
-    def gap(self, at: int) -> int:
+    def gap(self, at: int, forward: bool = False) -> int:
         """The target gap for source character `at`: after the target token of the nearest aligned
         source token before it (after its piece's translation, where `at` is past the piece: a line
-        break between two sentences), else before that of the nearest one after it."""
+        break between two sentences), else before that of the nearest one after it; `forward`, that
+        one first (an image glued to the word after it)."""
         units = self.a.source_units
         before = [i for i, (_, b) in enumerate(units) if b <= at and i in self.targets]
+        after = [i for i, (a, _) in enumerate(units) if a >= at and i in self.targets]
+        if forward and after:
+            return min(self.targets[after[0]])
         if before:
             start = units[before[-1]][0]
             ends = [t for s, e, t in self.a.pieces if s <= start < e and at >= e]
             return ends[0] if ends else max(self.targets[before[-1]]) + 1
-        after = [i for i, (a, _) in enumerate(units) if a >= at and i in self.targets]
         return min(self.targets[after[0]]) if after else (0 if at <= 0 else self.n)
 
     def aligned_to(self, node: _Node) -> list[int]:
@@ -150,19 +188,24 @@ class _Placer:
     def fit(self, nodes: list[_Node], lo: int, hi: int) -> None:
         """Each node's range inside [lo, hi), then its children's inside it. Siblings never overlap:
         the narrower choose first, and a wider one keeps the free stretch holding most of its
-        tokens. A span aligned to nothing stays, empty, at the gap its source position maps to."""
+        tokens. A span aligned to nothing stays, empty, at the gap its source position maps to, or
+        beside the sibling whose words are there, on the side it was on in the source."""
         hits = {id(n): [t for t in self.aligned_to(n) if lo <= t < hi] for n in nodes}
-        taken: list[tuple[int, int]] = []
-        for node in sorted(nodes, key=lambda n: (hits[id(n)][-1] - hits[id(n)][0]) if hits[id(n)] else 0):
-            free = _free(lo, hi, taken)
+        taken: list[tuple[int, int, _Node]] = []
+        for node in sorted(
+            nodes, key=lambda n: (not hits[id(n)], hits[id(n)][-1] - hits[id(n)][0] if hits[id(n)] else 0)
+        ):
+            free = _free(lo, hi, [(a, b) for a, b, _ in taken])
             counts = [sum(a <= t < b for t in hits[id(node)]) for a, b in free]
             if counts and max(counts) > 0:
                 a, b = free[counts.index(max(counts))]
                 node.lo, node.hi = self._range([t for t in hits[id(node)] if a <= t < b], a, b)
             else:
                 gap = min(max(self.gap(node.span.start), lo), hi)
-                node.lo = node.hi = next((b for a, b in taken if a < gap < b), gap)
-            taken.append((node.lo, node.hi))
+                around = [(a, b, other) for a, b, other in taken if a < gap < b]
+                before = around and (node.span.start, node.index) <= (around[0][2].span.start, around[0][2].index)
+                node.lo = node.hi = (around[0][0] if before else around[0][1]) if around else gap
+            taken.append((node.lo, node.hi, node))
         nodes.sort(key=lambda n: (n.lo, n.hi, n.span.start))
         for node in nodes:
             self.fit(node.children, node.lo, node.hi)
@@ -191,24 +234,37 @@ def _free(lo: int, hi: int, taken: list[tuple[int, int]]) -> list[tuple[int, int
 
 
 def _adopt(root: _Node, void: Void, at: int) -> None:
-    """Put `void` (at target character `at`) in the innermost element holding it: strictly inside,
-    or at its edge where the void was inside that span in the source."""
+    """Put `void` (at target character `at`) where the source had it: inside the spans it was
+    inside (at their nearest edge, where their words went elsewhere), and outside the others (at
+    the edge on the side it was on, where the target puts their words around it)."""
     node = root
     while True:
-        inner = next(
-            (c for c in node.children if c.start < at < c.end or (c.start <= at <= c.end and c.index in void.within)),
-            None,
-        )
+        inner = None
+        for child in node.children:
+            if child.index in void.within:
+                inner = child
+            elif child.start < at < child.end:
+                at = child.start if void.at <= child.span.start else child.end
         if inner is None:
             node.voids.append((at, void))
             return
-        node = inner
+        at, node = min(max(at, inner.start), inner.end), inner
+
+
+def _order(item) -> tuple:
+    """Where a child goes among its siblings at one target place: by its source place, then a void
+    before a span with words (which cannot hold it), and in document order beside an empty one."""
+    if isinstance(item[2], Void):
+        opened = item[2].opened
+        return item[0], item[1], 0, float("inf") if opened is None else opened - 0.5
+    span = item[2].span
+    return item[0], item[1], int(span.end > span.start), item[2].index
 
 
 def _render(node: _Node, text: str, source: str) -> list:
     items = [(c.start, c.span.start, c) for c in node.children] + [(at, v.at, v) for at, v in node.voids]
     out, cursor = [], node.start
-    for at, _, item in sorted(items, key=lambda x: (x[0], x[1])):
+    for at, _, item in sorted(items, key=_order):
         if at > cursor:
             out.append(text[cursor:at])
             cursor = at
@@ -244,8 +300,10 @@ def place(segment: Segment, aligned: Aligned) -> list:
     placer.locate(root.children)
     root.start, root.end = 0, len(aligned.text)
     for void in segment.voids:
-        gap = placer.gap(void.at)
-        _adopt(root, void, placer.chars(gap, gap)[0])
+        glued = segment.glued(void)
+        gap = placer.gap(void.at, forward=glued)
+        units = aligned.target_units
+        _adopt(root, void, units[gap][0] if glued and gap < placer.n else placer.chars(gap, gap)[0])
     return _render(root, aligned.text, segment.text)
 
 

@@ -86,14 +86,14 @@ def _strings(archive, names: list[str]) -> tuple[dict, list]:
     return parts, strings
 
 
-def translate_xlsx(data: bytes, translate_segments) -> bytes:
-    """An .xlsx file with its text translated: see the module notes."""
+def translate(data: bytes, job) -> bytes:
+    """An .xlsx file with its text translated (the xlsx format's adapter): see the module notes."""
     archive = open_zip(data, ".xlsx")
     names = archive.namelist()
     if "xl/workbook.xml" not in names:
         raise UserError("not an .xlsx file, or a damaged one: it has no xl/workbook.xml")
     parts, strings = _strings(archive, names)
-    translate_paragraphs(strings, translate_segments, SPREADSHEET)
+    translate_paragraphs(strings, job.segments, SPREADSHEET)
     changed = {
         name: etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=True)
         for name, root in parts.items()

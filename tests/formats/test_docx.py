@@ -4,7 +4,7 @@ headers and footers, the formatting of each run on the right words, and the styl
 import io
 
 import pytest
-from helpers import Upper
+from helpers import Reverse, Upper
 
 docx = pytest.importorskip("docx", reason="the formats extra is not installed (pip install 'mt[formats]')")
 
@@ -68,3 +68,11 @@ def test_a_paragraph_with_field_codes_is_left_as_it_is():
     d.save(buffer)
     out = docx.Document(io.BytesIO(translate_formatted(Upper(), buffer.getvalue(), "docx")))
     assert out.paragraphs[0]._p.xml == d.paragraphs[0]._p.xml and out.paragraphs[1].text == "UNE AUTRE"
+
+
+def test_formatting_follows_its_words_where_the_translation_reorders_them():
+    out = docx.Document(io.BytesIO(translate_formatted(Reverse(), document(), "docx")))
+    runs = out.paragraphs[1].runs
+    assert "".join(r.text for r in runs) == "ROUGE TAPIS LE SUR DORT NOIR CHAT LE."
+    assert [r.text for r in runs if r.bold] == ["CHAT"] and [r.text for r in runs if r.italic] == ["ROUGE TAPIS"]
+    assert out.paragraphs[2].text == "VALEUR :\tNOM"  # the tab after the word it followed

@@ -5,10 +5,12 @@ import io
 import zipfile
 
 import pytest
-from helpers import Upper
+from helpers import Reverse, Upper, xml_names
 
 pytest.importorskip("lxml", reason="the formats extra is not installed (pip install 'mt[formats]')")
 pytest.importorskip("bs4", reason="the formats extra is not installed (pip install 'mt[formats]')")
+
+from lxml import etree  # noqa: E402
 
 from mt.inference.formatted import translate_formatted  # noqa: E402
 
@@ -56,9 +58,28 @@ def test_chapters_are_translated_and_every_other_member_is_kept_byte_for_byte_in
     assert [(i.filename, i.compress_type) for i in out.infolist()] == [
         (i.filename, i.compress_type) for i in before.infolist()
     ]
-    for name in ("mimetype", "META-INF/container.xml", "OEBPS/content.opf", "OEBPS/style.css"):
+    for name in ("mimetype", "META-INF/container.xml", "OEBPS/style.css"):
         assert out.read(name) == before.read(name), name
     chapter = out.read("OEBPS/text/chapitre 1.xhtml").decode()
     assert "<h1>CHAPITRE UN</h1>" in chapter and "<p>LE <em>CHAT</em> NOIR DORT.<br/>IL R" in chapter
     assert '<link rel="stylesheet" href="../style.css"/>' in chapter and 'lang="en"' in chapter
     assert '<a href="text/chapitre%201.xhtml">CHAPITRE UN</a>' in out.read("OEBPS/nav.xhtml").decode()
+
+
+def test_the_package_declares_the_target_language_and_nothing_else_changes_in_it():
+    out = zipfile.ZipFile(io.BytesIO(translate_formatted(Upper(), book(), "epub")))
+    package = out.read("OEBPS/content.opf").decode()
+    assert package == PACKAGE.replace("<dc:language>fr</dc:language>", "<dc:language>en</dc:language>")
+
+
+@pytest.mark.parametrize("translator", [Upper, Reverse])
+def test_chapters_and_the_navigation_keep_every_namespace_they_had(translator):
+    out = zipfile.ZipFile(io.BytesIO(translate_formatted(translator(), book(), "epub")))
+    for name, source in (("OEBPS/text/chapitre 1.xhtml", CHAPTER), ("OEBPS/nav.xhtml", NAV)):
+        assert xml_names(out.read(name)) == xml_names(source.encode()), name
+    nav = etree.fromstring(out.read("OEBPS/nav.xhtml"))
+    assert nav.nsmap == {None: "http://www.w3.org/1999/xhtml", "epub": "http://www.idpf.org/2007/ops"}
+    toc = nav.find(".//{http://www.w3.org/1999/xhtml}nav")
+    assert toc.get("{http://www.idpf.org/2007/ops}type") == "toc"
+    chapter = etree.fromstring(out.read("OEBPS/text/chapitre 1.xhtml"))
+    assert chapter.get("lang") == "en" and chapter.nsmap == {None: "http://www.w3.org/1999/xhtml"}

@@ -2,9 +2,11 @@
 the same order, the text translated, and what must stay (scripts, code, the head, entities) kept."""
 
 import pytest
-from helpers import Upper
+from helpers import Reverse, Upper, xml_names
 
 bs4 = pytest.importorskip("bs4", reason="the formats extra is not installed (pip install 'mt[formats]')")
+
+from lxml import etree  # noqa: E402
 
 from mt.inference.formatted import translate_formatted  # noqa: E402
 
@@ -112,3 +114,54 @@ def test_xhtml_keeps_case_namespaces_and_self_closing_tags():
     assert out.startswith('<?xml version="1.0" encoding="utf-8"?>')
     assert 'epub:type="x"' in out and 'viewBox="0 0 1 1"' in out and "<text>garder</text>" in out
     assert "<b>CHAT</b><br/>DORT." in out
+
+
+def test_an_empty_inline_element_stays_beside_its_sibling_not_inside_it():
+    page = '<p><a href="/"><img src="logo.png"></a><a href="/a">Accueil</a></p>'
+    assert translate(page) == '<p><a href="/"><img src="logo.png"></a><a href="/a">ACCUEIL</a></p>'
+
+
+def test_a_void_keeps_its_place_and_its_spacing_beside_the_word_it_touches():
+    assert translate("<p><img src=i.png><b>Le chat</b> dort</p>") == '<p><img src="i.png"><b>LE CHAT</b> DORT</p>'
+    assert translate("<p>Voir <img src=x.png>la photo</p>") == '<p>VOIR <img src="x.png">LA PHOTO</p>'
+
+
+def test_xhtml_declares_the_target_language_in_lang_and_xml_lang():
+    page = (
+        '<html xmlns="http://www.w3.org/1999/xhtml" lang="fr" xml:lang="fr"><head><title>T</title></head>'
+        "<body><p>Le chat.</p></body></html>"
+    )
+    root = etree.fromstring(translate_formatted(Upper(), page, "xhtml").encode())
+    assert root.get("lang") == "en" and root.get("{http://www.w3.org/XML/1998/namespace}lang") == "en"
+
+
+def test_markup_follows_its_words_where_the_translation_reorders_them():
+    def reversed_(page):
+        return translate_formatted(Reverse(), page, "html")
+
+    assert reversed_("<p>Le <b>chat</b> noir dort.</p>") == "<p>DORT NOIR <b>CHAT</b> LE.</p>"
+    nested = reversed_('<p>Le <a href="/c"><b>chat</b> <i>noir</i></a> dort</p>')
+    assert nested == '<p>DORT <a href="/c"><i>NOIR</i> <b>CHAT</b></a> LE</p>'
+    assert reversed_("<p><img src=i.png><b>Le chat</b> dort</p>") == '<p>DORT <img src="i.png"><b>CHAT LE</b></p>'
+    assert reversed_("<p>Voir <img src=x.png>la photo</p>") == '<p>PHOTO <img src="x.png">LA VOIR</p>'
+    empty = reversed_('<p><a href="/"><img src="logo.png"></a><a href="/a">Accueil du site</a></p>')
+    assert empty == '<p><a href="/"><img src="logo.png"></a><a href="/a">SITE DU ACCUEIL</a></p>'
+
+
+def test_an_xhtml_page_keeps_every_namespace_it_had():
+    page = (
+        '<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html>\n<html xmlns="http://www.w3.org/1999/xhtml" '
+        'xmlns:epub="http://www.idpf.org/2007/ops" xmlns:m="http://www.w3.org/1998/Math/MathML" lang="fr">'
+        '<head><title>Le titre</title><script src="a.js"></script></head><body><section epub:type="chapter">'
+        '<p>Le <b>chat</b> <span epub:type="noteref">noir</span> dort<m:math><m:mi>x</m:mi></m:math>.</p>'
+        '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink">'
+        '<use xlink:href="#a"/></svg></section></body></html>'
+    )
+    for translator in (Upper(), Reverse()):
+        out = translate_formatted(translator, page, "xhtml")
+        assert xml_names(out.encode()) == xml_names(page.encode())
+        root = etree.fromstring(out.encode())
+        assert root.nsmap == etree.fromstring(page.encode()).nsmap
+        assert out.startswith('<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html>\n<html')
+        assert '<script src="a.js"></script>' in out  # an empty element a browser needs closed
+    assert "DORT<m:math><m:mi>x</m:mi></m:math>" in out and '<span epub:type="noteref">NOIR</span>' in out

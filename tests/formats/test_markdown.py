@@ -2,7 +2,7 @@
 markup inside a paragraph (emphasis, links, code spans) kept on its words."""
 
 import pytest
-from helpers import Upper
+from helpers import Reverse, Upper
 
 pytest.importorskip("markdown_it", reason="the formats extra is not installed (pip install 'mt[formats]')")
 
@@ -80,3 +80,13 @@ def test_code_spans_urls_and_link_targets_are_kept_and_a_wrapped_paragraph_is_wr
 
 def test_a_one_line_paragraph_stays_on_one_line():
     assert translate("Une *seule* ligne, même très longue, " * 5 + "reste seule.\n").count("\n") == 1
+
+
+def test_a_reference_link_stays_a_reference_link():
+    out = translate("Voir [la doc][ref] et [ceci][].\n\n[ref]: http://example.com/ref\n[ceci]: http://example.com/c\n")
+    assert out.splitlines()[0] == "VOIR [LA DOC][ref] ET [CECI][]."
+
+
+def test_emphasis_and_links_follow_their_words_where_the_translation_reorders_them():
+    out = translate_formatted(Reverse(), "Le *chat* noir dort sur le [tapis](http://x.org) rouge.\n", "markdown")
+    assert out == "ROUGE [TAPIS](http://x.org) LE SUR DORT NOIR *CHAT* LE.\n"

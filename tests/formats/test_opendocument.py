@@ -6,7 +6,7 @@ import io
 import zipfile
 
 import pytest
-from helpers import Upper
+from helpers import Reverse, Upper, xml_names
 
 pytest.importorskip("bs4", reason="the formats extra is not installed (pip install 'mt[formats]')")
 
@@ -106,3 +106,20 @@ def test_a_damaged_part_is_one_line_and_nothing_is_written():
             z.writestr(info, data[: len(data) * 7 // 10] if info.filename == "content.xml" else data)
     with pytest.raises(UserError, match="content.xml is not well-formed XML"):
         translate_formatted(Upper(), cut.getvalue(), "odt")
+
+
+@pytest.mark.parametrize("translator", [Upper, Reverse])
+def test_every_part_keeps_every_namespace_it_had(translator):
+    source = package("odt", TEXT_BODY)
+    out = zipfile.ZipFile(io.BytesIO(translate_formatted(translator(), source, "odt")))
+    before = zipfile.ZipFile(io.BytesIO(source))
+    for name in ("content.xml", "styles.xml"):
+        assert xml_names(out.read(name)) == xml_names(before.read(name)), name
+        assert etree.fromstring(out.read(name)).nsmap == etree.fromstring(before.read(name)).nsmap
+
+
+def test_spans_follow_their_words_where_the_translation_reorders_them():
+    out = zipfile.ZipFile(io.BytesIO(translate_formatted(Reverse(), package("odt", TEXT_BODY), "odt")))
+    cat = etree.fromstring(out.read("content.xml")).xpath("//text:p[text:span]", namespaces=NS)[0]
+    assert texts(cat, "text:span") == ["CHAT"] and texts(cat, "text:a") == ["TAPIS"]
+    assert "".join(cat.itertext()).startswith("TAPIS LE SUR DORT")

@@ -1,13 +1,13 @@
-"""Subtitles (mt/formats/subtitles.py): SubRip read back with the `srt` package, WebVTT with
-`webvtt-py`: the same cues, numbers, timings and settings; each cue's lines translated as one text
-and wrapped to as many lines; WebVTT's cue tags, notes and styles kept."""
+"""Subtitles (mt/formats/subrip.py, webvtt.py, cues.py): SubRip read back with the `srt` package,
+WebVTT with `webvtt-py`: the same cues, numbers, timings and settings; each turn of a cue's lines
+translated as one text and wrapped to as many lines; WebVTT's cue tags, notes and styles kept."""
 
 import pytest
-from helpers import Upper
+from helpers import Reverse, Upper
 
 srt = pytest.importorskip("srt", reason="the formats extra is not installed (pip install 'mt[formats]')")
 
-from mt.formats.subtitles import wrap_evenly  # noqa: E402
+from mt.formats.cues import wrap_evenly  # noqa: E402
 from mt.inference.formatted import translate_formatted  # noqa: E402
 
 SUBTITLES = """1
@@ -77,7 +77,7 @@ def test_webvtt_keeps_its_header_notes_styles_settings_and_cue_tags():
     assert [(c.identifier, c.start, c.end) for c in after] == [(c.identifier, c.start, c.end) for c in before]
     first, second = after.captions
     assert first.raw_text == "<v Marie>BONJOUR TOUT LE MONDE,\nCOMMENT ALLEZ-VOUS ?"  # the voice left open, as it was
-    assert second.raw_text == "<c.jaune>UNE VOIX</c> AU LOIN <00:00:05.000> &amp; LA MER."  # the time between the words
+    assert second.raw_text == "<c.jaune>UNE VOIX</c> AU LOIN <00:00:05.000>&amp; LA MER."  # the time before its word
 
 
 def test_a_file_without_the_webvtt_line_is_one_line_error():
@@ -88,12 +88,19 @@ def test_a_file_without_the_webvtt_line_is_one_line_error():
 
 
 def test_webvtt_cues_are_found_as_the_format_defines_them():
-    from mt.formats.subtitles import _cue_as_html, _cue_from_html
+    from mt.formats.cues import read, write
+    from mt.formats.spans import Element
 
-    html, tags, closed = _cue_as_html("un <c.rouge>deux trois")  # a class left open to the cue's end
-    assert (html, tags, closed) == ('un <span data-vtt="0">deux trois', ["<c.rouge>"], set())
-    assert _cue_from_html('ONE <span data-vtt="0">TWO THREE</span>', tags, closed) == "ONE <c.rouge>TWO THREE"
-    moved = _cue_from_html('<span data-vtt="0">THREE TWO</span> ONE', tags, closed)
+    segment = read("un <c.rouge>deux trois", entities=True)  # a class left open to the cue's end
+    (span,) = segment.spans
+    assert segment.text == "un deux trois" and (span.start, span.end, span.tag.opens, span.tag.closed) == (
+        3,
+        13,
+        "<c.rouge>",
+        False,
+    )
+    assert write(["ONE ", Element(span.tag, ["TWO THREE"])], str) == "ONE <c.rouge>TWO THREE"
+    moved = write([Element(span.tag, ["THREE TWO"]), " ONE"], str)
     assert moved == "<c.rouge>THREE TWO</c> ONE"  # moved forward, it is closed: it takes in no other words
     upper = Upper()
     text = "WEBVTT\r\rNOTEWORTHY\r00:01.000 --> 00:02.000\rune ligne\r \rune autre\r"
@@ -101,3 +108,38 @@ def test_webvtt_cues_are_found_as_the_format_defines_them():
     head, cue = out.split("\r")[:4], out.split("\r")[4:-1]  # CR line ends, a cue named NOTEWORTHY
     assert head == ["WEBVTT", "", "NOTEWORTHY", "00:01.000 --> 00:02.000"] and out.endswith("\r")
     assert " ".join(cue).split() == "UNE LIGNE UNE AUTRE".split() and len(cue) == 3  # a line of spaces is in it
+
+
+TURNS = """1
+00:00:01,000 --> 00:00:03,000
+- Bonjour, Marie.
+- Salut, Jean, comment vas-tu ?
+
+2
+00:00:04,000 --> 00:00:06,000
+Tu viens
+ce soir ?
+- Oui.
+"""
+
+
+def test_each_speaker_turn_of_a_cue_is_translated_alone_and_keeps_its_line():
+    upper = Upper()
+    out = list(srt.parse(translate_formatted(upper, TURNS.encode(), "srt").decode()))
+    assert upper.seen == ["Bonjour, Marie.", "Salut, Jean, comment vas-tu ?", "Tu viens ce soir ?", "Oui."]
+    assert out[0].content == "- BONJOUR, MARIE.\n- SALUT, JEAN, COMMENT VAS-TU ?"
+    assert out[1].content == "TU VIENS\nCE SOIR ?\n- OUI."  # a turn wrapped over two lines stays so
+
+
+def test_webvtt_voices_on_their_own_lines_are_turns_too():
+    upper = Upper()
+    cue = "WEBVTT\n\n00:01.000 --> 00:02.000\n<v Marie>Bonjour Jean\n<v Jean>salut toi\n"
+    out = translate_formatted(upper, cue.encode(), "vtt").decode()
+    assert upper.seen == ["Bonjour Jean", "salut toi"]
+    assert out.endswith("<v Marie>BONJOUR JEAN\n<v Jean>SALUT TOI\n")
+
+
+def test_cue_tags_follow_their_words_where_the_translation_reorders_them():
+    cue = "1\n00:00:01,000 --> 00:00:02,000\nLe <i>chat</i> noir\n"
+    out = list(srt.parse(translate_formatted(Reverse(), cue.encode(), "srt").decode()))
+    assert out[0].content == "NOIR <i>CHAT</i> LE"
