@@ -4,6 +4,7 @@ reuses the same decoding step; forced decoding scores given outputs with the sam
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -22,6 +23,15 @@ class Hypothesis:
     score: float  # beam search: log-probability / length penalty; greedy and sampling: log-probability
     ids: list[int]  # subword ids, without <END>
     tokens: list[str] = field(default_factory=list)  # the subwords themselves
+
+
+class Cancelled(Exception):
+    """A search stopped between steps because its `stop` said so (a request given up on)."""
+
+
+def _check(stop: Callable[[], bool] | None) -> None:
+    if stop is not None and stop():
+        raise Cancelled("the search was stopped")
 
 
 def pick_next(
@@ -295,11 +305,12 @@ def greedy_or_sample(
     use_cache: bool = True,
     max_len: int | None = None,
     whole_vocabulary: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[list[list[int]], torch.Tensor]:
     """Decode (B, S) sources one token at a time with the KV cache (use_cache=False re-runs the
     decoder over the whole prefix each step: only for measuring what the cache saves). Finished
     sentences leave the batch. Returns the ids of each output (without <END>) and each output's
-    log-probability under the model."""
+    log-probability under the model. `stop`, asked before each step, raises `Cancelled` when true."""
     limits = output_limits(src, _max_positions(models), max_len)  # (B,)
     b, steps = src.size(0), int(limits.max())
     state = Decoder(models, src, steps, use_cache, whole_vocabulary=whole_vocabulary)
@@ -310,6 +321,7 @@ def greedy_or_sample(
     done = torch.zeros(b, dtype=torch.bool, device=src.device)
     check_every = _finished_every(src.device)
     for t in range(steps):
+        _check(stop)
         inputs = tokens if state.cached else torch.cat([torch.full_like(tokens, START), out[live, :t]], dim=1)
         forced = limits[live] == t + 1  # at the length limit: <END>
         if temperature > 0:
@@ -435,6 +447,7 @@ def beam_search(
     scoring: str = "gnmt",
     whole_vocabulary: bool | None = None,
     choice: TopK | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[list[list[list[int]]], torch.Tensor]:
     """Batched beam search: hypotheses ending among the `beam` best candidates finish, scored by
     log-probability / length penalty (`scoring`: `_length_penalty`). A sentence is done when the
@@ -442,7 +455,8 @@ def beam_search(
     `n_best` (gnmt), or `beam` as transformers' beam search does (marian). Returns each sentence's
     `n_best` ids (no <END>), best first, and (B, N) scores. `whole_vocabulary`: as
     DecodeOptions.whole_vocabulary (default: as `scoring` says). `choice`: what each step keeps
-    (default `TopK`; constrained search: mt/inference/constraints.py)."""
+    (default `TopK`; constrained search: mt/inference/constraints.py). `stop`, asked before each
+    step, raises `Cancelled` when true: a request given up on stops using the CPU."""
     k, device, b = beam, src.device, src.size(0)
     choice = choice or TopK(k)
     whole_vocabulary = scoring == "marian" if whole_vocabulary is None else whole_vocabulary
@@ -459,6 +473,7 @@ def beam_search(
     done = torch.zeros(b, dtype=torch.bool, device=device)
     check_every = _finished_every(device)
     for t in range(steps):
+        _check(stop)
         n = sent.size(0)
         prefix = history[:, :t]  # without a cache the decoder reads the whole prefix again
         inputs = tokens if state.cached or t == 0 else torch.cat([torch.full_like(prefix[:, :1], START), prefix], 1)

@@ -19,7 +19,7 @@ from mt.errors import UserError
 from mt.inference.constraints import Constraints, DynamicBeamAllocation, build_constraints, word_continuations
 from mt.inference.loading import DEFAULT_MODEL, load_models
 from mt.inference.processes import DecodingProcesses, ProcessDied
-from mt.inference.search import Hypothesis, beam_search, greedy_or_sample, target_logprobs
+from mt.inference.search import Cancelled, Hypothesis, beam_search, greedy_or_sample, target_logprobs
 from mt.runtime import Runtime
 
 
@@ -37,6 +37,7 @@ class Translator:
         self.processes: DecodingProcesses | None = None
         self.said: set[str] = set()  # the warnings given, each once
         self.continuations: torch.Tensor | None = None  # which tokens go on a word (a glossary's first use)
+        self.max_constrained_beam = MAX_CONSTRAINED_BEAM  # a server lowers it to its --max-beam
 
     @classmethod
     def load(
@@ -109,6 +110,7 @@ class Translator:
         hypotheses: bool = False,
         workers: int | None = None,
         progress: Callable[[int], None] | None = None,
+        stop: Callable[[], bool] | None = None,
         **changes,
     ) -> list[str] | list[list[Hypothesis]]:
         """Translate `sentences` with `options` (default: the recipe's decode section), changed by
@@ -117,7 +119,8 @@ class Translator:
         Batches are decoded `workers` at a time (default on a CPU: one per intra-op thread; sampling
         decodes one batch at a time, so that a seed gives the same samples: mt/cpu/workers.py),
         or after `start_processes` in those processes. `progress` is told how many sentences each
-        batch held as it is done (a progress bar's update)."""
+        batch held as it is done (a progress bar's update). `stop`, asked between decoding steps,
+        ends the work with `Cancelled` when true (a server's request given up on)."""
         o = (options or self.options).replace(**changes)
         if batch_size <= 0:
             raise UserError(f"batch size must be positive, got {batch_size}")
@@ -125,11 +128,12 @@ class Translator:
         found = [[Hypothesis("", 0.0, [])] for _ in sentences]  # empty in, empty out
         jobs = list(self.batches(self.encode(sentences, warn_truncated), batch_size))
         terms = self._constraints(sentences, o) if o.glossary else None
+        sources = [src for _, src in jobs]
         if terms is not None:
             constrained = [[terms[i] for i in rows] for rows, _ in jobs]
-            decoded = self._decode_constrained([src for _, src in jobs], constrained, o, use_cache, workers, progress)
+            decoded = self._decode_constrained(sources, constrained, o, use_cache, workers, progress, stop)
         else:
-            decoded = self._decode([src for _, src in jobs], o, use_cache, generator, workers, progress)
+            decoded = self._decode(sources, o, use_cache, generator, workers, progress, stop)
         for (rows, _), (ids, scores) in zip(jobs, decoded):
             for i, outs, row_scores in zip(rows, ids, scores):
                 found[i] = [
@@ -137,12 +141,15 @@ class Translator:
                 ]
         return found if hypotheses else [h[0].text for h in found]
 
-    def _decode(self, batches: list[torch.Tensor], o: DecodeOptions, use_cache: bool, generator, workers, progress):
+    def _decode(self, batches: list[torch.Tensor], o: DecodeOptions, use_cache, generator, workers, progress, stop):
         """Each batch's (n-best ids, scores list): in the decoding processes where they run (not
         for sampling, whose batches draw from one generator in turn), else on `workers` threads.
         Even a single batch goes to a process: this one is left to the caller (a server's requests,
-        its event loop), and a server's calls from several threads then decode side by side."""
+        its event loop), and a server's calls from several threads then decode side by side. A
+        process is asked nothing between steps: `stop` is heard there only before the batches go."""
         if self.processes is not None and use_cache and not o.sampling:
+            if stop is not None and stop():
+                raise Cancelled("the search was stopped")
             try:
                 done = self.processes.map(o, batches)
                 if progress:
@@ -155,7 +162,7 @@ class Translator:
             workers = 1
         elif workers is None:
             workers = self.runtime.decode_workers(len(batches))
-        search = functools.partial(self.search_batch, o, use_cache=use_cache, generator=generator)
+        search = functools.partial(self.search_batch, o, use_cache=use_cache, generator=generator, stop=stop)
         if progress:
             search = _telling(search, progress)
         return [(ids, scores.tolist()) for ids, scores in self.runtime.map_batches(search, batches, workers)]
@@ -179,10 +186,13 @@ class Translator:
             self.said.add(message)
             print(f"warning: {message}", file=sys.stderr)
 
-    def _decode_constrained(self, batches, constrained, o: DecodeOptions, use_cache: bool, workers, progress):
-        """`_decode` for batches whose sentences have constraints, on threads of this process: each
-        batch's sentences with terms by constrained search, the others by the plain one."""
-        search = functools.partial(self._search_constrained, o, use_cache=use_cache)
+    def _decode_constrained(self, batches, constrained, o: DecodeOptions, use_cache: bool, workers, progress, stop):
+        """`_decode` for batches whose sentences have constraints, on threads of this process (never
+        in the decoding processes, whose workers take plain batches alone: said once): each batch's
+        sentences with terms by constrained search, the others by the plain one."""
+        if self.processes is not None:
+            self._warn_once("sentences with glossary terms decode on this process's threads, not in --processes")
+        search = functools.partial(self._search_constrained, o, use_cache=use_cache, stop=stop)
         if progress:
             search = _telling(search, progress, lambda job: job[0])
         workers = self.runtime.decode_workers(len(batches)) if workers is None else workers
@@ -190,51 +200,62 @@ class Translator:
         found = self.runtime.map_batches(search, jobs, workers, cost=lambda job: job[0].numel())
         return [(ids, scores.tolist()) for ids, scores in found]
 
-    def _search_constrained(self, o: DecodeOptions, job: tuple, use_cache: bool = True):
+    def _search_constrained(self, o: DecodeOptions, job: tuple, use_cache: bool = True, stop=None):
         """One batch, (B, S) sources and their constraints: rows with constraints by dynamic beam
         allocation, the rest by plain search. A beam narrower than a sentence's constraint tokens
         plus one (greedy decoding's, say) cannot give each bank a place: those sentences search with
-        that many beams (at most MAX_CONSTRAINED_BEAM), as is said once."""
+        that many beams (at most `max_constrained_beam`), as is said once."""
         src, sets = job
         hard = [i for i, c in enumerate(sets) if c.need]
         easy = [i for i, c in enumerate(sets) if not c.need]
         ids: list = [None] * len(sets)
         scores = torch.full((len(sets), o.n_best), float("-inf"))
         if easy:
-            found, got = self.search_batch(o, src[easy], use_cache)
+            found, got = self.search_batch(o, src[easy], use_cache, stop=stop)
             for j, i in enumerate(easy):
                 ids[i], scores[i, : got.size(1)] = found[j], got[j].cpu()
         if hard:
-            beams = max(o.beam, min(MAX_CONSTRAINED_BEAM, 1 + max(sets[i].need for i in hard)))
+            cap = self.max_constrained_beam
+            beams = max(o.beam, min(cap, 1 + max(sets[i].need for i in hard)))
             if beams > o.beam:
                 self._warn_once(
                     f"a glossary's terms need more beams than {o.name} has: sentences with terms search with "
-                    f"as many as they need, up to {MAX_CONSTRAINED_BEAM}"
+                    f"as many as they need, up to {cap}"
                 )
             choice = DynamicBeamAllocation(beams, [sets[i] for i in hard], self._continuations().to(src.device))
             with self.runtime.autocast(training=False):
                 found, got = beam_search(
                     self.models, src[hard], beams, o.length_penalty, use_cache, o.max_len, o.n_best, o.scoring,
-                    o.whole_vocabulary, choice,
+                    o.whole_vocabulary, choice, stop,
                 )  # fmt: skip
             for j, i in enumerate(hard):
                 ids[i], scores[i] = found[j], got[j].cpu()
         return ids, scores
 
-    def search_batch(self, o: DecodeOptions, src: torch.Tensor, use_cache: bool = True, generator=None):
+    def search_batch(self, o: DecodeOptions, src: torch.Tensor, use_cache: bool = True, generator=None, stop=None):
         """One batch's n-best ids and (B, N) scores: (B, S) padded source ids with <END>, as
-        `batches` makes them. `generator` is for sampling (default: a fresh one seeded by o.seed)."""
+        `batches` makes them. `generator` is for sampling (default: a fresh one seeded by o.seed);
+        `stop` as `translate`'s."""
         if generator is None:
             generator = torch.Generator(device=self.device).manual_seed(o.seed)
         with self.runtime.autocast(training=False):  # autocast is per thread: set it here
             if o.beam > 1:
                 return beam_search(
                     self.models, src, o.beam, o.length_penalty, use_cache, o.max_len, o.n_best, o.scoring,
-                    o.whole_vocabulary,
+                    o.whole_vocabulary, stop=stop,
                 )  # fmt: skip
             # greedy or sampling: the plain loop, without beam search's reordering
             best, score = greedy_or_sample(
-                self.models, src, o.temperature, o.top_k, o.top_p, generator, use_cache, o.max_len, o.whole_vocabulary
+                self.models,
+                src,
+                o.temperature,
+                o.top_k,
+                o.top_p,
+                generator,
+                use_cache,
+                o.max_len,
+                o.whole_vocabulary,
+                stop,
             )
             return [[x] for x in best], score[:, None]
 

@@ -127,3 +127,80 @@ def test_a_glossary_constrains_search_not_sampling():
 
     with pytest.raises(UserError, match="not sampling"):
         DecodeOptions(beam=1, temperature=0.8, glossary=Glossary.of([("chat", "dog")]))
+
+
+def _progress_of(state, row: int):
+    """Row `row` of the tensor bookkeeping as the `Progress` it stands for."""
+    met = sum(1 << i for i, m in enumerate(state.met[row].tolist()) if m)
+    return met, int(state.within[row]), int(state.at[row]), int(state.fresh[row])
+
+
+def test_the_tensor_bookkeeping_follows_each_hypothesis_as_the_scalar_rules_do():
+    """Random constraints (overlapping prefixes, variants, one-token terms) and random token walks:
+    at every step the tensors' progress, bank and advancing tokens are the scalar `Constraints`'."""
+    import random
+
+    import torch
+
+    from mt.inference.constraints import DynamicBeamAllocation, _after, _State, _Table
+
+    rng = random.Random(0)
+    for _ in range(30):
+        sets = []
+        for _ in range(3):  # a batch of three sentences, each with its own constraints
+            variant = lambda: tuple(rng.randrange(4, 9) for _ in range(rng.randint(1, 3)))  # noqa: E731
+            items = [tuple(variant() for _ in range(rng.randint(1, 2))) for _ in range(rng.randint(0, 4))]
+            sets.append(Constraints(items))
+        table, continues = _Table(sets, torch.device("cpu")), torch.tensor([i % 3 == 0 for i in range(10)])
+        state, scalar = _State.start(3, table), [Progress() for _ in sets]
+        search = DynamicBeamAllocation(4, sets, continues)
+        for _ in range(8):
+            search.state = state
+            advancing = [[t for t in row if t] for row in search.extra_tokens().tolist()]
+            assert advancing == [c.advancing(p) for c, p in zip(sets, scalar)]
+            tokens = torch.tensor([[rng.randrange(3, 10) for _ in range(4)] for _ in sets])
+            after = _after(state, table, tokens, continues)
+            banks = after.banks(table.weight.repeat_interleave(4, dim=0))
+            for s, (c, p) in enumerate(zip(sets, scalar)):
+                for j, token in enumerate(tokens[s].tolist()):
+                    q = c.advance(p, token, bool(continues[token]))
+                    assert _progress_of(after, 4 * s + j) == (q.met, q.within, q.at, q.fresh)
+                    assert int(banks[4 * s + j]) == c.bank(q)
+            pick = [rng.randrange(4) for _ in sets]
+            state = after.take(torch.tensor([4 * s + j for s, j in enumerate(pick)]))
+            scalar = [c.advance(p, int(tokens[s, j]), bool(continues[int(tokens[s, j])]))
+                      for s, (c, p, j) in enumerate(zip(sets, scalar, pick))]  # fmt: skip
+
+
+def test_a_search_told_to_stop_stops_between_steps_with_or_without_terms(run_dir):
+    from mt.inference.search import Cancelled
+    from mt.inference.translator import Translator
+
+    translator = Translator.load(run_dir)
+    for glossary in (None, Glossary.of([("chat", "dog")])):
+        asked: list[int] = []
+
+        def stop(asked=asked) -> bool:  # true from the third step
+            asked.append(1)
+            return len(asked) > 2
+
+        with pytest.raises(Cancelled):
+            translator.translate(["le chat noir"], glossary=glossary, stop=stop)
+        assert len(asked) == 3
+
+
+def test_a_glossary_never_widens_the_search_past_the_translators_ceiling(run_dir, monkeypatch):
+    from mt.inference import translator as module
+
+    beams = []
+    search = module.beam_search
+    monkeypatch.setattr(
+        module,
+        "beam_search",
+        lambda models, src, beam, *a, **kw: beams.append(beam) or search(models, src, beam, *a, **kw),
+    )
+    translator = module.Translator.load(run_dir)
+    translator.max_constrained_beam = 3  # a server's --max-beam
+    terms = [("chat", "dog"), ("noir", "white"), ("le", "a")]  # more constraint tokens than 3 beams
+    out = translator.translate(["le chat noir"], glossary=Glossary.of(terms), beam=2)
+    assert beams == [3] and len(out) == 1
