@@ -37,6 +37,8 @@ def parse_args(argv):
         "max_output_len": "max_len a request may ask for at most",
         "max_file_bytes": "bytes of an uploaded file at most",
         "max_document_chars": "characters of text in a document (a file, or a page in a request) at most",
+        "max_terms": "glossary terms matched in one request's sentences at most",
+        "max_sentence_terms": "glossary terms matched in one sentence at most",
     }
     for field, flag in FLAGS.items():
         p.add_argument(flag, type=int, default=getattr(Limits, field), help=helps[field])

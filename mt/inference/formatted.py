@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mt.errors import UserError
 from mt.formats import translate_bytes, translate_string
+from mt.formats.archives import Bounds, bounded
 from mt.inference.documents import translate_lines
 from mt.inference.markup import translate_segments
 
@@ -37,15 +38,18 @@ def translate_formatted(
     progress: bool = False,
     max_chars: int | None = None,
     name: str = "the input",
+    archive_bounds: Bounds | None = None,
 ) -> bytes | str:
     """`data` in format `fmt` ("html", "markdown", "srt", "docx", "pptx", ...; mt.formats.FORMATS)
     translated, its markup kept: a file's bytes give bytes, a text gives text. `max_chars` bounds
-    the text a document may hold (a server's limit)."""
+    the text a document may hold, `archive_bounds` what a zip container may unpack to (a server's
+    limits; default: mt/formats/archives.py's)."""
     segments, text = _translators(translator, options, batch_size, split, progress, max_chars)
     target = translator.cfg.data.tgt_lang
     try:
-        if isinstance(data, bytes):
-            return translate_bytes(data, fmt, segments, text, name, target)
-        return translate_string(data, fmt, segments, text, target)
+        with bounded(archive_bounds):
+            if isinstance(data, bytes):
+                return translate_bytes(data, fmt, segments, text, name, target)
+            return translate_string(data, fmt, segments, text, target)
     except RecursionError:  # the parsers and the span tree walk the markup's nesting
         raise UserError(f"{name}'s markup nests too deeply to be translated") from None

@@ -82,12 +82,13 @@ def create_app(args: argparse.Namespace, limits: Limits = Limits()):
 
     @app.post("/translate")
     async def translate(request: Request):
+        budget = service.budget()  # the deadline runs from arrival
         raw = await read_capped(request, limits.max_body_bytes, "--max-body-bytes", slack=0)
-        if libretranslate.speaks_libretranslate(request, raw):
+        if libretranslate.speaks_libretranslate(request, raw, limits):
             request.scope["libretranslate"] = True
-            return await libretranslate.translate(service, request, raw, limits)
+            return await libretranslate.translate(service, request, raw, limits, budget)
         service.available()
-        return await answer(service, raw, limits, client_of(request))
+        return await answer(service, raw, limits, client_of(request), budget)
 
     @app.post("/translate_file")
     async def translate_file(request: Request):
@@ -123,16 +124,17 @@ async def file_answer(service: Service, request, limits: Limits):
     answer: a link)."""
     from fastapi.responses import Response
 
+    budget = service.budget()
     service.available()
     form = await uploaded_file(request, await read_capped(request, limits.max_file_bytes), limits)
     if "api_key" in form or "application/json" in request.headers.get("accept", ""):
         request.scope["libretranslate"] = True
-        return await libretranslate.translate_file(service, request, form, limits)
+        return await libretranslate.translate_file(service, request, form, limits, budget)
     service.admit(form.get("key"), client_of(request))  # mt's own form names it key: api_key says LibreTranslate
     pair = service.pair(form.get("source") or None, form.get("target") or None)
     fmt = _file_format(form)
     data = await form["file"].read()
-    out = await service.translate_document(pair, data, fmt, pair.translator.options, form["file"].filename)
+    out = await service.translate_document(pair, data, fmt, pair.translator.options, form["file"].filename, budget)
     name = _translated_name(form["file"].filename, pair.target)
     return Response(out, media_type=MEDIA_TYPES[fmt], headers=attachment(name))
 
@@ -159,12 +161,16 @@ def model_sets(args) -> list[list[str]]:
     return sets or [["runs/fr_en"]]
 
 
-async def answer(service: Service, raw: bytes, limits: Limits, client: str = "local"):
-    """The response to one POST /translate body: translations, or a JSON error with its status."""
+async def answer(service: Service, raw: bytes, limits: Limits, client: str = "local", budget=None):
+    """The response to one POST /translate body: translations, or a JSON error with its status.
+    The rate limit is charged a text at a time, as LibreTranslate's API is."""
+    budget = budget or service.budget()
     body = decode_body(raw, limits)
     if isinstance(body, tuple):
         return error(*body)
-    service.admit(body.get("api_key") if isinstance(body, dict) else None, client)
+    texts = body.get("text") if isinstance(body, dict) else None
+    cost = len(texts) if isinstance(texts, list) and texts else 1
+    service.admit(body.get("api_key") if isinstance(body, dict) else None, client, cost)
     languages = language_fields(body)
     if isinstance(languages[0], int):
         return error(*languages)
@@ -175,9 +181,9 @@ async def answer(service: Service, raw: bytes, limits: Limits, client: str = "lo
     texts, options, split, fmt = parsed
     start = time.perf_counter()
     if fmt != "text":
-        translations, found = [await service.translate_document(pair, text, fmt, options) for text in texts], None
+        translations, found = await service.translate_pages(pair, texts, fmt, options, budget), None
     else:
-        translations, found = await service.translate(pair, texts, options, split)
+        translations, found = await service.translate(pair, texts, options, split, budget)
     result = {
         "translations": translations,
         "seconds": round(time.perf_counter() - start, 4),

@@ -48,13 +48,13 @@ def _content_type(request) -> str:
     return request.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
-def speaks_libretranslate(request, raw: bytes) -> bool:
+def speaks_libretranslate(request, raw: bytes, limits: Limits) -> bool:
     """Whether a POST /translate is LibreTranslate's: a form, a `q` in the query string, or a JSON
     object that names `q`, `source` or `target` and not mt's `text` (a body too deep to read is
     left to mt's API, which refuses it)."""
     if _content_type(request) in FORMS or "q" in request.query_params:
         return True
-    if raw[:1] != b"{" or nesting(raw) > Limits.max_depth:
+    if raw[:1] != b"{" or nesting(raw) > limits.max_depth:
         return False
     try:
         body = json.loads(raw)
@@ -127,35 +127,39 @@ def _route(service: Service, source: str, target: str) -> Pair | None:
     return service.pairs[(source, target)]
 
 
-async def _translate_group(service: Service, pair: Pair | None, texts: list[str], fmt: str, alternatives: int, terms):
+async def _translate_group(service: Service, pair: Pair | None, texts: list[str], fmt: str, alternatives: int, ask):
     """Texts of one source language: (translations, alternatives of each). Alternatives come from
     n-best lists, which take a text as one sentence: a text longer than the model takes, or of
-    several lines, is translated whole without them."""
+    several lines, is translated whole without them. `ask`: the request's glossary terms, budget
+    and limits."""
     none = [[] for _ in texts]
     if pair is None:
         return texts, none
-    glossary = _glossary(pair.translator.options.glossary, terms)
+    terms, budget, limits = ask
+    glossary = _glossary(pair.translator.options.glossary, terms, limits)
     options, limit = pair.translator.options.replace(glossary=glossary), pair.translator.max_src_tokens
     if fmt == "html":
-        return [await service.translate_document(pair, t, "html", options) for t in texts], none
+        return await service.translate_pages(pair, texts, "html", options, budget), none
     encode = pair.translator.tokenizer.encode_batch
     counts = await asyncio.to_thread(encode, texts) if alternatives else [[]] * len(texts)  # off the event loop
     fits = [bool(alternatives) and "\n" not in t and len(c) <= limit for t, c in zip(texts, counts)]
     out, others = list(texts), none
     whole = [i for i, f in enumerate(fits) if not f]
     if whole:
-        for i, text in zip(whole, (await service.translate(pair, [texts[i] for i in whole], options))[0]):
+        for i, text in zip(whole, (await service.translate(pair, [texts[i] for i in whole], options, True, budget))[0]):
             out[i] = text
     short = [i for i, f in enumerate(fits) if f]
     if short:
         n_best = options.replace(beam=max(options.beam, alternatives + 1), n_best=alternatives + 1)
-        best, found = await service.translate(pair, [texts[i] for i in short], n_best)
+        best, found = await service.translate(pair, [texts[i] for i in short], n_best, True, budget)
         for i, top, hyps in zip(short, best, found):
             out[i], others[i] = top, list(dict.fromkeys(h.text for h in hyps[1:] if h.text and h.text != top))
     return out, others
 
 
-async def translate(service: Service, request, raw: bytes, limits: Limits) -> dict:
+async def translate(service: Service, request, raw: bytes, limits: Limits, budget=None) -> dict:
+    """POST /translate, LibreTranslate's way: the rate limit is charged a text at a time."""
+    budget = budget or service.budget()
     service.available()
     values = await fields(request, raw, limits)
     q = values.get("q")
@@ -180,7 +184,8 @@ async def translate(service: Service, request, raw: bytes, limits: Limits) -> di
     for code in dict.fromkeys(sources):  # each source language's texts, batched together
         rows = [i for i, s in enumerate(sources) if s == code]
         pair = _route(service, code, target)
-        done, others = await _translate_group(service, pair, [texts[i] for i in rows], fmt, alternatives, terms)
+        ask = (terms, budget, limits)
+        done, others = await _translate_group(service, pair, [texts[i] for i in rows], fmt, alternatives, ask)
         for i, text, more in zip(rows, done, others):
             out[i], alts[i] = text, more
     answer = {"translatedText": out if batch else out[0]}
@@ -191,12 +196,12 @@ async def translate(service: Service, request, raw: bytes, limits: Limits) -> di
     return answer
 
 
-def _glossary(server_glossary, terms):
+def _glossary(server_glossary, terms, limits: Limits):
     """The server's glossary with a request's `glossary` terms added: in JSON a list of [source,
     target] pairs, in a form the same list as JSON text (an extension of LibreTranslate's API)."""
     if terms in (None, ""):
         return server_glossary
-    if isinstance(terms, str) and nesting(terms.encode()) > Limits.max_depth:
+    if isinstance(terms, str) and nesting(terms.encode()) > limits.max_depth:
         raise Refused(400, "Invalid request: glossary: nested too deeply")
     try:
         return with_terms(server_glossary, json.loads(terms) if isinstance(terms, str) else terms)
@@ -211,18 +216,34 @@ def _detected(service: Service, texts: list[str]) -> list[dict]:
 
 
 async def detect(service: Service, request, raw: bytes, limits: Limits):
-    """Per text, up to three languages with their confidence, likeliest first; for a list of texts,
-    one such list per text."""
+    """The languages the text is in, with their confidence (0-100), likeliest first; for a list of
+    texts one such list for the whole batch, as LibreTranslate's own server answers: each
+    language's confidence averaged over the texts, ranked by it weighed by the texts' lengths."""
     service.available()
     values = await fields(request, raw, limits)
-    service.admit(values.get("api_key"), client_of(request))
+    q = values.get("q")
+    service.admit(values.get("api_key"), client_of(request), len(q) if isinstance(q, list) and q else 1)
     q = _required(values, "q")
     texts = q if isinstance(q, list) else [q]
     if not all(isinstance(t, str) for t in texts):
         raise Refused(400, "Invalid request: q must be a string or a list of strings")
     found = await asyncio.to_thread(detect_ranked, texts, service.sources())  # off the event loop
-    ranked = [[{"confidence": float(round(p * 100)), "language": code} for code, p in each[:3]] for each in found]
-    return ranked if isinstance(q, list) else ranked[0]
+    if not isinstance(q, list):
+        return [{"confidence": float(round(p * 100)), "language": code} for code, p in found[0][:3]]
+    return _averaged(texts, found)
+
+
+def _averaged(texts: list[str], found: list[list[tuple[str, float]]]) -> list[dict]:
+    """One list of candidates for a batch of texts (LibreTranslate's detect_languages): each
+    language's mean confidence over the texts, ordered by that mean times the text it was seen in."""
+    sums: dict[str, list[float]] = {}
+    for text, ranked in zip(texts, found):
+        for code, p in ranked:
+            seen = sums.setdefault(code, [0.0, 0.0, 0.0])  # confidence, texts, characters
+            seen[0], seen[1], seen[2] = seen[0] + p, seen[1] + 1, seen[2] + len(text)
+    means = {code: (total / count, chars) for code, (total, count, chars) in sums.items()}
+    order = sorted(means, key=lambda code: -means[code][0] * means[code][1])
+    return [{"confidence": float(round(means[code][0] * 100)), "language": code} for code in order]
 
 
 def languages(service: Service) -> list[dict]:
@@ -253,7 +274,7 @@ def settings(service: Service, limits: Limits) -> dict:
     }
 
 
-async def translate_file(service: Service, request, form, limits: Limits) -> dict:
+async def translate_file(service: Service, request, form, limits: Limits, budget=None) -> dict:
     """A file translated and kept for download: {"translatedFileUrl": ...}, as LibreTranslate answers."""
     values = {k: v for k, v in form.items() if isinstance(v, str)}
     service.admit(values.get("api_key"), client_of(request))
@@ -272,7 +293,7 @@ async def translate_file(service: Service, request, form, limits: Limits) -> dic
     pair = _route(service, source, target)
     data = await upload.read()
     fmt, options = EXTENSIONS[suffix], pair.translator.options if pair else None
-    out = data if pair is None else await service.translate_document(pair, data, fmt, options, upload.filename)
+    out = data if pair is None else await service.translate_document(pair, data, fmt, options, upload.filename, budget)
     safe = re.sub(r"[^\w.-]", "_", Path(upload.filename).stem)[:100] or "document"
     name = f"{uuid.uuid4().hex}.{safe}_{target}{suffix}"
     folder = service.downloads()

@@ -4,12 +4,17 @@ decoded together, up to a token budget, on one worker thread; with decoding proc
 
 Only requests with the same decoding options share a batch, and a sampling request never shares
 one (its seed would otherwise depend on its neighbours), so no request's options reach another's.
+
+A request given up on (past its deadline, or its client gone) is skipped while it waits, and a
+batch whose every request has been given up on stops between two decoding steps: its pair is free
+for the next at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -46,6 +51,7 @@ class Batcher:
         self._worker: asyncio.Task | None = None
         self._slots = asyncio.Semaphore(concurrency)
         self._decoding: set[asyncio.Task] = set()
+        self._stops = "stop" in inspect.signature(translator.translate).parameters  # an engine that can stop
 
     def start(self) -> None:
         self._worker = asyncio.get_running_loop().create_task(self._run())
@@ -105,8 +111,10 @@ class Batcher:
                     groups[job.group].append(job)
             for group in groups.values():
                 sentences = [s for job in group for s in job.sentences]
+                if all(job.future.done() for job in group):
+                    continue  # given up on while an earlier group decoded
                 try:
-                    found = await loop.run_in_executor(self.executor, self._decode, sentences, group[0].options)
+                    found = await loop.run_in_executor(self.executor, self._decode, sentences, group)
                 except Exception as e:  # noqa: BLE001 - handed to the requests that asked
                     for job in group:
                         if not job.future.done():
@@ -122,5 +130,9 @@ class Batcher:
         finally:
             self._slots.release()
 
-    def _decode(self, sentences: list[str], options: DecodeOptions):
-        return self.translator.translate(sentences, options, batch_size=self.batch_size, hypotheses=True)
+    def _decode(self, sentences: list[str], group: list[Job]):
+        """The group's sentences decoded (on a worker thread), stopping once no one waits for them."""
+        stop = {"stop": lambda: all(job.future.done() for job in group)} if self._stops else {}
+        return self.translator.translate(
+            sentences, group[0].options, batch_size=self.batch_size, hypotheses=True, **stop
+        )

@@ -34,8 +34,10 @@ class Limits:
     max_depth: int = 16  # nesting of JSON arrays and objects; the documented body needs 2
     max_beam: int = 16  # beam (and so n_best): the cache and the search grow with it
     max_output_len: int = 512  # max_len, the most tokens asked for per output
-    max_file_bytes: int = 10 << 20  # an uploaded file, before it is parsed
+    max_file_bytes: int = 10 << 20  # an uploaded file, before it is parsed (and what its archive may unpack to)
     max_document_chars: int = 500_000  # the text a document (a file, a page) may hold
+    max_terms: int = 256  # glossary terms matched in one request's sentences: each is a constraint to search for
+    max_sentence_terms: int = 16  # and in one sentence: the constrained search grows with them
 
 
 FLAGS = {
@@ -47,6 +49,8 @@ FLAGS = {
     "max_output_len": "--max-output-len",
     "max_file_bytes": "--max-file-bytes",
     "max_document_chars": "--max-document-chars",
+    "max_terms": "--max-terms",
+    "max_sentence_terms": "--max-sentence-terms",
 }
 MAX_REQUEST_TERMS = 1000  # a request's own glossary terms
 NOT_OPTIONS = ("text", "split", "format", "source", "target", "api_key")  # the body's keys that are no decoding option

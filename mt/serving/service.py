@@ -6,6 +6,7 @@ either comes back or is `Refused` with an HTTP status and a one-line reason."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import tempfile
 import threading
@@ -14,11 +15,13 @@ from pathlib import Path
 
 from mt.errors import UserError
 from mt.flags import glossary_of, open_translator
+from mt.formats.archives import Bounds, TooLarge
 from mt.inference.documents import cut_segmented, join_lines, lines_of, segment_lines, texts_of, token_counter
 from mt.inference.formatted import translate_formatted
 from mt.serving.access import RateLimiter, read_keys
+from mt.serving.budget import Budget
 from mt.serving.request_batcher import Batcher
-from mt.serving.requests import Limits, Refused, check_sizes, shown
+from mt.serving.requests import Limits, Refused, shown
 
 
 @dataclass
@@ -36,26 +39,49 @@ class Pair:
         return f"{self.source}->{self.target}"
 
 
+class _Counted(Exception):
+    """A dry run's sentences are counted: the translation it would start is not wanted."""
+
+
 class BatchedTranslator:
     """A pair's translator as a document's translation sees it (on a worker thread): its sentences
-    go through the pair's batcher with everyone else's, a request's worth at a time, so that other
-    requests decode between them and a document given up on (past --timeout) stops; all else is
-    the translator's own."""
+    are charged to the request's budget before any is decoded, then go through the pair's batcher
+    with everyone else's, a request's worth at a time, so that other requests decode between them;
+    a document given up on (past --timeout) stops, the part in the batcher included. `counting`:
+    charge the sentences and stop there (`_Counted`), to count a request's documents before any is
+    translated. All else is the translator's own."""
 
-    def __init__(self, pair: Pair, loop: asyncio.AbstractEventLoop, chunk: int):
-        self.pair, self.loop, self.chunk = pair, loop, chunk
+    def __init__(self, pair: Pair, loop, budget: Budget, kind: str, counting: bool = False):
+        self.pair, self.loop, self.budget, self.kind, self.counting = pair, loop, budget, kind, counting
         self.given_up = threading.Event()
+        self._lock, self._pending = threading.Lock(), None
 
     def __getattr__(self, name):
         return getattr(self.pair.translator, name)
 
+    def give_up(self) -> None:
+        """Past the deadline: nothing more is sent, and the part in the batcher is dropped."""
+        with self._lock:
+            self.given_up.set()
+            if self._pending is not None:
+                self._pending.cancel()
+
     def translate(self, sentences, options=None, *, hypotheses=False, progress=None, **_):
-        found = []
-        for start in range(0, len(sentences), self.chunk):
-            if self.given_up.is_set():
-                raise Refused(504, "given up: past --timeout")
-            part = sentences[start : start + self.chunk]
-            found += asyncio.run_coroutine_threadsafe(self.pair.batcher.translate(part, options), self.loop).result()
+        glossary = (options or self.pair.translator.options).glossary
+        self.budget.charge(sentences, glossary, counted=self.kind != "file", sized=False)
+        if self.counting:
+            raise _Counted
+        found, chunk = [], self.budget.limits.max_sentences
+        for start in range(0, len(sentences), chunk):
+            with self._lock:
+                if self.given_up.is_set() or self.budget.expired():
+                    raise self.budget.timed_out()
+                work = self.pair.batcher.translate(sentences[start : start + chunk], options)
+                self._pending = asyncio.run_coroutine_threadsafe(work, self.loop)
+            try:
+                found += self._pending.result()
+            except concurrent.futures.CancelledError:
+                raise self.budget.timed_out() from None
         return found if hypotheses else [h[0].text for h in found]
 
 
@@ -85,6 +111,8 @@ class Service:
                 translator.options = translator.options.replace(
                     scoring=getattr(self.args, "scoring", None), glossary=self.glossary
                 )
+                if hasattr(translator, "max_constrained_beam"):  # a glossary never widens a search past --max-beam
+                    translator.max_constrained_beam = self.limits.max_beam
                 if self.glossary and getattr(self.args, "engine", "mt") != "mt":
                     raise UserError("--glossary needs constrained search, which only --engine mt has")
                 key = (translator.cfg.data.src_lang, translator.cfg.data.tgt_lang)
@@ -157,54 +185,85 @@ class Service:
     def sources(self) -> list[str]:
         return list(dict.fromkeys(s for s, _ in self.pairs))
 
-    async def translate(self, pair: Pair, texts: list[str], options, split: bool = True) -> tuple[list, list | None]:
+    def budget(self) -> Budget:
+        """A new request's budget: its deadline starts now."""
+        return Budget(self.limits)
+
+    async def translate(self, pair: Pair, texts: list[str], options, split: bool = True, budget=None):
         """Texts translated (their line breaks kept, their paragraphs cut into sentences unless
         `split` is off): (one string per text, or with n-best options each text's hypotheses
-        as one sentence), checked against the limits before any work."""
+        as one sentence), charged to the request's `budget` before any work."""
+        budget = budget or self.budget()
         if options.n_best > 1:  # one sentence a text, as given
-            if refused := check_sizes(texts, self.limits):
-                raise Refused(*refused)
-            found = await self._decode(pair, texts, options)
+            budget.charge(texts, options.glossary)
+            found = await self._decode(pair, texts, options, budget)
             return [h[0].text for h in found], found
-        prepared = await asyncio.to_thread(self._prepare, pair.translator, texts, split)
+        prepared = await self._within_time(
+            asyncio.to_thread(self._prepare, pair.translator, texts, split, options, budget), budget
+        )
         sentences, cuts, counts, long = prepared
-        found = await self._decode(pair, sentences, options)
+        found = await self._decode(pair, sentences, options, budget)
         self.long_sentences += long
         joined = join_lines([h[0].text for h in found], cuts, pair.target)
         return texts_of(joined, counts), None
 
-    def _prepare(self, translator, texts: list[str], split: bool) -> tuple:
-        """Texts made ready to translate: their lines cut into sentences, the sentences checked
-        against the limits, then cut to the model. Runs on a worker thread, off the event loop."""
+    def _prepare(self, translator, texts: list[str], split: bool, options, budget: Budget) -> tuple:
+        """Texts made ready to translate: their lines cut into sentences, the sentences charged to
+        the budget, then cut to the model. Runs on a worker thread, off the event loop."""
         lines, counts = lines_of(texts)
         segmented = segment_lines(lines, translator.cfg.data.src_lang, split)
-        if refused := check_sizes([s for line in segmented for s in line.sentences], self.limits):
-            raise Refused(*refused)
+        budget.charge([s for line in segmented for s in line.sentences], options.glossary)
         pieces, cuts, _ = cut_segmented(segmented, lines, translator.max_src_tokens, token_counter(translator))
         return pieces, cuts, counts, sum(sum(n > 1 for n in cut.pieces) for cut in cuts)
 
-    async def _within_time(self, work, on_timeout=None):
-        """`work` awaited within --timeout (504 past it); what it refuses as a user error is a 400."""
+    async def _within_time(self, work, budget: Budget, on_timeout=None):
+        """`work` awaited until the request's deadline (504 past it); what it refuses as a user
+        error is a 400 (413 for a file too large to unpack)."""
         try:
-            return await asyncio.wait_for(work, self.limits.timeout_s)
+            return await asyncio.wait_for(work, budget.left())
         except (asyncio.TimeoutError, TimeoutError):
             if on_timeout:
                 on_timeout()
-            raise Refused(504, f"no answer within {self.limits.timeout_s:g} s (--timeout)") from None
+            raise budget.timed_out() from None
+        except TooLarge as e:
+            raise Refused(413, str(e)) from None
         except UserError as e:  # an engine that cannot do what was asked (a glossary on CTranslate2)
             raise Refused(400, str(e)) from None
 
-    async def _decode(self, pair: Pair, sentences: list[str], options):
-        return await self._within_time(pair.batcher.translate(sentences, options))
+    async def _decode(self, pair: Pair, sentences: list[str], options, budget: Budget):
+        return await self._within_time(pair.batcher.translate(sentences, options), budget)
 
-    async def translate_document(self, pair: Pair, data: bytes | str, fmt: str, options, name: str = "the file"):
-        """A document (a file's bytes, or a text in a format) translated with its markup, its
-        sentences batched with other requests'; bounded by --max-document-chars and --timeout."""
-        translator = BatchedTranslator(pair, asyncio.get_running_loop(), self.limits.max_sentences)
-        job = asyncio.to_thread(
-            translate_formatted, translator, data, fmt, options, max_chars=self.limits.max_document_chars, name=name
+    async def translate_document(self, pair: Pair, data, fmt: str, options, name="the file", budget=None, kind="file"):
+        """A document (a file's bytes, or a text in a format: `kind` "page") translated with its
+        markup, its sentences charged to the request's budget before any is decoded, then batched
+        with other requests'; bounded by --max-document-chars, what an archive may unpack to and
+        the request's deadline."""
+        budget = budget or self.budget()
+        translator = BatchedTranslator(pair, asyncio.get_running_loop(), budget, kind)
+        return await self._within_time(
+            self._formatted(translator, data, fmt, options, name), budget, translator.give_up
         )
-        return await self._within_time(job, translator.given_up.set)
+
+    async def translate_pages(self, pair: Pair, texts: list[str], fmt: str, options, budget: Budget) -> list[str]:
+        """A request's texts in a format (html, markdown, srt, vtt): all of them counted against its
+        limits first (each parsed and segmented, nothing decoded), then translated in turn."""
+        if len(texts) > 1:
+            counting = Budget(self.limits)
+            counting.deadline = budget.deadline
+            for text in texts:
+                counter = BatchedTranslator(pair, None, counting, "page", counting=True)
+                try:
+                    await self._within_time(self._formatted(counter, text, fmt, options, "the text"), budget)
+                except _Counted:
+                    pass
+        return [await self.translate_document(pair, text, fmt, options, "the text", budget, "page") for text in texts]
+
+    def _formatted(self, translator: BatchedTranslator, data, fmt: str, options, name: str):
+        bounds = Bounds.following(self.limits.max_file_bytes, self.limits.max_document_chars)
+        return asyncio.to_thread(
+            translate_formatted, translator, data, fmt, options,
+            max_chars=self.limits.max_document_chars, name=name, archive_bounds=bounds,
+        )  # fmt: skip
 
     def info(self) -> dict:
         """What /info shows of the pairs: each with its model, engine and size."""

@@ -14,7 +14,7 @@ libretranslatepy = pytest.importorskip(
     "libretranslatepy", reason="the dev extra is not installed (pip install -e '.[dev]')"
 )
 
-KEYS = ["good-key", "burst-key"]
+KEYS = ["good-key", "burst-key", "texts-key"]
 RATE = 40  # requests a minute a client; the burst test goes past it with a key of its own
 
 
@@ -83,9 +83,19 @@ def test_a_list_is_translated_and_detected_item_by_item(server):
     assert body["translatedText"][0] == "the black cat" and body["translatedText"][1] == "The dog."  # en -> en
     assert [d["language"] for d in body["detectedLanguage"]] == ["fr", "en", "fr"]
     assert all(0 <= d["confidence"] <= 100 for d in body["detectedLanguage"])
-    assert len(body["alternatives"]) == 3 and all("the black cat" != a for a in body["alternatives"][0])
-    detected = post(server, "/detect", json={"q": ["Le chat est noir.", "The dog is white."], "api_key": "good-key"})
-    assert [found[0]["language"] for found in detected.json()] == ["fr", "en"]
+    assert len(body["alternatives"]) == 3 and body["alternatives"][0]  # the first text has some
+    assert all(a and a != "the black cat" for a in body["alternatives"][0])
+
+
+def test_detecting_a_list_answers_one_list_for_the_batch_as_libretranslate_does(server):
+    texts = ["Le chat est noir et le chien est blanc.", "La femme mange une pomme rouge.", "The dog."]
+    detected = post(server, "/detect", json={"q": texts, "api_key": "good-key"})
+    assert detected.status_code == 200, detected.text
+    found = detected.json()
+    assert all(set(d) == {"confidence", "language"} for d in found)  # candidates, not a list per text
+    assert [d["language"] for d in found] == ["fr", "en"] and found[0]["confidence"] > found[1]["confidence"]
+    single = post(server, "/detect", json={"q": texts[0], "api_key": "good-key"}).json()
+    assert single[0] == {"confidence": 100.0, "language": "fr"}
 
 
 def test_json_form_data_and_the_query_string_are_all_read_and_cors_is_open(server):
@@ -179,7 +189,20 @@ def test_both_apis_take_a_glossary_over_the_servers_own(server):
     assert refused.status_code == 400 and "glossary" in refused.json()["error"]
 
 
-def test_a_download_name_that_leaves_the_folder_is_refused():
+def test_both_apis_charge_the_rate_limit_a_text_at_a_time(server):
+    """40 texts a minute for this key: 30 in one request of mt's API, then 11 more in LibreTranslate's
+    are over it, and 10 are not."""
+    key = {"api_key": "texts-key"}
+    mt = post(server, json={"text": ["le chat noir"] * 30, "beam": 1} | key)
+    assert mt.status_code == 200, mt.text
+    over = post(server, json={"q": ["le chat noir"] * 11, "source": "fr", "target": "en"} | key)
+    assert over.status_code == 429 and over.json()["error"] == f"Slowdown: {RATE} per 1 minute"
+    within = post(server, json={"q": ["le chat noir"] * 10, "source": "fr", "target": "en"} | key)
+    assert within.status_code == 200 and within.json()["translatedText"] == ["the black cat"] * 10
+    assert post(server, json={"text": "le chat noir"} | key).status_code == 429
+
+
+def test_a_download_name_or_a_link_that_leaves_the_folder_is_refused(tmp_path):
     from types import SimpleNamespace
 
     from mt.serving.libretranslate import download
@@ -187,7 +210,31 @@ def test_a_download_name_that_leaves_the_folder_is_refused():
     from mt.serving.service import Service
 
     service = Service([], SimpleNamespace(), Limits())
-    for name in ("../../etc/passwd", "..", "0123456789abcdef0123456789abcdef.x/../../y", "/etc/passwd"):
+    (tmp_path / "secret.txt").write_text("not for download")
+    served = "0123456789abcdef0123456789abcdef.page_en.html"
+    (service.downloads() / served).write_text("<p>the black cat</p>")
+    link = "fedcba9876543210fedcba9876543210.secret.txt"  # a well-formed name, pointing out of the folder
+    (service.downloads() / link).symlink_to(tmp_path / "secret.txt")
+    assert download(service, served).path.name == served  # the name alone passes
+    for name in ("../../etc/passwd", "..", "0123456789abcdef0123456789abcdef.x/../../y", "/etc/passwd", link):
         with pytest.raises(Refused) as refused:
             download(service, name)
         assert refused.value.status == 400
+
+
+def test_the_operators_max_depth_holds_on_libretranslates_api_too():
+    """A body nested 20 deep is LibreTranslate's on a server with --max-depth 40 (the class default is 16)."""
+    from types import SimpleNamespace
+
+    from mt.serving.libretranslate import _glossary, speaks_libretranslate
+    from mt.serving.requests import Limits, Refused
+
+    deep = '{"q": "x", "source": "fr", "target": "en", "x": ' + "[" * 19 + "]" * 19 + "}"
+    request = SimpleNamespace(headers={"content-type": "application/json"}, query_params={})
+    assert speaks_libretranslate(request, deep.encode(), Limits(max_depth=40))
+    assert not speaks_libretranslate(request, deep.encode(), Limits(max_depth=16))
+    nested = "[" * 20 + "]" * 20
+    with pytest.raises(Refused, match="nested too deeply"):
+        _glossary(None, nested, Limits(max_depth=16))
+    with pytest.raises(Refused, match="glossary entry 1"):
+        _glossary(None, nested, Limits(max_depth=40))  # read, then refused for what it is

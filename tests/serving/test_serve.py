@@ -431,3 +431,136 @@ def test_a_file_comes_back_translated_and_a_bad_or_big_one_is_refused(server):
     assert big.status_code == 413 and "--max-file-bytes" in big.json()["error"]
     none = httpx.post(f"{server}/translate_file", data={"text": "x"}, timeout=30)
     assert none.status_code == 400 and '"file"' in none.json()["error"]
+
+
+def test_texts_in_a_format_are_counted_together_before_any_is_translated(server):
+    """Three pages of three sentences are nine: over this server's 8, refused before any decoding,
+    as the same sentences as plain text are."""
+    page = "<p>Le chat noir. Le chien blanc. La femme rouge.</p>"
+    before = httpx.get(f"{server}/info").json()["requests_served"]
+    for fmt, text in (("html", page), ("text", "Le chat noir. Le chien blanc. La femme rouge.")):
+        refused = post(server, {"text": [text] * 3, "format": fmt, "beam": 1})
+        assert refused.status_code == 413 and "--max-sentences" in refused.json()["error"], refused.text
+    assert httpx.get(f"{server}/info").json()["requests_served"] == before  # nothing reached the batcher
+    assert post(server, {"text": [page] * 2, "format": "html", "beam": 1}).status_code == 200
+
+
+def test_glossary_terms_past_the_limits_are_refused_at_once(server):
+    words = [f"mot{i}" for i in range(17)]
+    terms = [[w, "dog"] for w in words]
+    refused = post(server, {"text": " ".join(words), "glossary": terms})
+    assert refused.status_code == 413 and "--max-sentence-terms" in refused.json()["error"], refused.text
+    assert post(server, {"text": " ".join(words[:3]), "glossary": terms, "beam": 1}).status_code == 200
+
+
+def test_a_requests_sentences_and_terms_are_charged_together():
+    from mt.glossary import Glossary
+    from mt.serving.budget import Budget
+    from mt.serving.requests import Limits, Refused
+
+    glossary = Glossary.of([("chat", "dog"), ("chien", "cat")])
+    budget = Budget(Limits(max_sentences=4, max_terms=3, max_sentence_terms=2))
+    budget.charge(["le chat et le chien", "le chat"], glossary)  # three terms: at the limit
+    with pytest.raises(Refused, match="--max-terms"):
+        budget.charge(["le chien"], glossary)
+    with pytest.raises(Refused, match="--max-sentences"):
+        budget.charge(["a", "b", "c"])
+    with pytest.raises(Refused, match="--max-sentence-terms"):
+        Budget(Limits(max_sentence_terms=2)).charge(["chat chien chat"], glossary)
+
+
+def _pages_service(timeout_s: float):
+    """A service over a stub pair whose batcher takes 0.2 s a call: pages in turn add up."""
+    import asyncio
+
+    from mt.serving.requests import Limits
+
+    service = stub_service(Limits(timeout_s=timeout_s))
+    pair = service.pairs[("fr", "en")]
+    pair.translator.cfg.data.tgt_lang = "en"
+    calls = []
+
+    async def slow(sentences, options):
+        calls.append(len(sentences))
+        await asyncio.sleep(0.2)
+        return [[type("H", (), {"text": s.upper(), "ids": [], "tokens": []})()] for s in sentences]
+
+    pair.batcher.translate = slow
+    return service, pair, calls
+
+
+def test_a_request_of_several_pages_has_one_deadline_not_one_a_page():
+    """Three pages of 0.2 s each under a 0.5 s --timeout: the request is cut at 0.5 s (504), where a
+    timeout per page let each page have its own."""
+    import asyncio
+
+    pytest.importorskip("markdown_it", reason="the formats extra is not installed (pip install 'mt[formats]')")
+    from mt.serving.requests import Refused
+
+    service, pair, calls = _pages_service(0.5)
+
+    async def scenario():
+        budget = service.budget()
+        return await service.translate_pages(pair, ["le chat", "le chien", "la femme"], "markdown", None, budget)
+
+    with pytest.raises(Refused) as refused:
+        asyncio.run(scenario())
+    assert refused.value.status == 504 and len(calls) < 3
+
+
+def test_a_decode_given_up_on_stops_between_steps_and_frees_its_pair():
+    """A request past its deadline: its batch's decoding is told to stop (the translator's `stop`),
+    and the next request is decoded."""
+    import asyncio
+    import time as clock
+    from types import SimpleNamespace
+
+    from mt.decode_options import DecodeOptions
+    from mt.inference.search import Cancelled, Hypothesis
+    from mt.serving.request_batcher import Batcher
+
+    steps = {"run": 0, "stopped_at": None}
+
+    def translate(sentences, options, *, batch_size=64, hypotheses=True, stop=None):
+        for _ in range(300):  # 3 s of "steps" unless told to stop
+            if stop is not None and stop():
+                steps["stopped_at"] = steps["run"]
+                raise Cancelled("stopped")
+            steps["run"] += 1
+            clock.sleep(0.01)
+        return [[Hypothesis(s.upper(), 0.0, [])] for s in sentences]
+
+    translator = SimpleNamespace(translate=translate, tokenizer=SimpleNamespace(encode_batch=lambda t: [[1]] * len(t)))
+
+    async def scenario():
+        batcher = Batcher(translator, max_wait_ms=1)
+        batcher.start()
+        with pytest.raises((asyncio.TimeoutError, TimeoutError)):
+            await asyncio.wait_for(batcher.translate(["given up"], DecodeOptions(beam=2)), 0.2)
+        answer = await batcher.translate(["next"], DecodeOptions(beam=1))
+        await batcher.stop()
+        return answer
+
+    assert asyncio.run(scenario())[0][0].text == "NEXT"
+    assert steps["stopped_at"] is not None and steps["stopped_at"] < 300  # stopped partway
+
+
+def test_an_archive_is_held_to_the_servers_own_bounds(server):
+    """An upload's archive may unpack to 16 bytes for each byte --max-file-bytes allows (20,000
+    here): an OpenDocument file of 400 kB of markup, 2 kB packed, is refused before it is parsed."""
+    import io
+    import zipfile
+
+    from mt.formats.archives import Bounds, TooLarge, bounded, open_zip
+
+    packed = io.BytesIO()
+    with zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        z.writestr("content.xml", "<office:document-content>" + " " * 400_000 + "</office:document-content>")
+    data = packed.getvalue()
+    assert len(data) < 20_000
+    sent = httpx.post(f"{server}/translate_file", files={"file": ("big.odt", data)}, timeout=30)
+    assert sent.status_code == 413 and "--max-file-bytes" in sent.json()["error"], sent.text
+    with bounded(Bounds.following(file_bytes=10**6, document_chars=1000)), pytest.raises(TooLarge, match="markup"):
+        open_zip(data, ".odt")  # 64 bytes of markup a character: 64,000
+    assert open_zip(data, ".odt").namelist() == ["mimetype", "content.xml"]  # outside a server: the constants
