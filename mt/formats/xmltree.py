@@ -58,11 +58,15 @@ def names(root) -> tuple[Counter, set]:
     return counted, {item for el in elements for item in el.nsmap.items()}
 
 
+def _root(text: str):
+    body = text[m.end() :] if (m := _DECLARATION.match(text)) else text.lstrip("\ufeff")
+    return etree.fromstring(numeric(body).encode("utf-8"), _XML)
+
+
 def parse(text: str, where: str):
     """`text` as an XML tree (its root element); not well-formed is a one-line error naming `where`."""
-    body = text[m.end() :] if (m := _DECLARATION.match(text)) else text.lstrip("\ufeff")
     try:
-        return etree.fromstring(numeric(body).encode("utf-8"), _XML)
+        return _root(text)
     except etree.XMLSyntaxError as e:
         raise UserError(f"{where} is not well-formed XML ({e})") from None
 
@@ -106,10 +110,14 @@ class Document:
 
     def check(self, out: str) -> None:
         """A one-line error where the written text's names or namespaces are not the source's."""
-        after = names(parse(out, f"the translation of {self.where}"))
+        try:
+            after = names(_root(out))
+        except etree.XMLSyntaxError as e:
+            message = f"writing {self.where} would give XML that is not well-formed ({e}); nothing was written"
+            raise UserError(message) from None
         if after != self.names:
             changed = set((self.names[0] - after[0]) + (after[0] - self.names[0]))
-            changed |= {f"xmlns:{prefix or ''}={uri}" for prefix, uri in self.names[1] ^ after[1]}
+            changed |= {f"xmlns{':' + prefix if prefix else ''}={uri}" for prefix, uri in self.names[1] ^ after[1]}
             what = ", ".join(sorted(changed))[:200]
             raise UserError(f"writing {self.where} would change its markup ({what}); nothing was written")
 

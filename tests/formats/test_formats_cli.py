@@ -68,3 +68,35 @@ def test_a_bad_document_is_one_line_and_exit_2_from_the_command(tmp_path):
                  "--output", str(out))  # fmt: skip
     assert result.returncode == 2 and "is not a .docx file" in result.stderr and len(result.stderr.splitlines()) == 1
     assert not out.exists()
+
+
+def test_a_trained_model_places_tags_and_keeps_namespaces_in_xhtml_and_opendocument(run_dir):
+    """The tiny model reorders ("le chat noir" -> "the black cat"): its own attention places the tags."""
+    import io
+    import zipfile
+
+    from helpers import xml_names
+
+    from mt.inference.formatted import translate_formatted
+    from mt.inference.translator import Translator
+
+    translator = Translator.load(run_dir)
+    page = (
+        '<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops" lang="fr"><body>'
+        '<p epub:type="x">le <b>chat</b> noir</p></body></html>'
+    )
+    out = translate_formatted(translator, page, "xhtml", options=translator.options.replace(beam=1))
+    assert '<p epub:type="x">the black <b>cat</b></p>' in out and xml_names(out.encode()) == xml_names(page.encode())
+    odf = "urn:oasis:names:tc:opendocument:xmlns"
+    content = (
+        f'<office:document-content xmlns:office="{odf}:office:1.0" xmlns:text="{odf}:text:1.0"><office:body>'
+        '<office:text><text:p>le <text:span text:style-name="T1">chien</text:span> blanc</text:p></office:text>'
+        "</office:body></office:document-content>"
+    )
+    odt = io.BytesIO()
+    with zipfile.ZipFile(odt, "w") as z:
+        z.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        z.writestr("content.xml", content)
+    written = zipfile.ZipFile(io.BytesIO(translate_formatted(translator, odt.getvalue(), "odt"))).read("content.xml")
+    assert b'<text:p>the white <text:span text:style-name="T1">dog</text:span></text:p>' in written
+    assert xml_names(written) == xml_names(content.encode())

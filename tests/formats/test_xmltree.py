@@ -1,0 +1,55 @@
+"""XML documents read and written with lxml (mt/formats/xmltree.py): what stands before the root as
+the source wrote it, entities spelt as the source spelt them, and a written document whose names or
+namespaces differ from the source's refused in one line, with nothing written."""
+
+import pytest
+from helpers import Upper
+
+pytest.importorskip("lxml", reason="the formats extra is not installed (pip install 'mt[formats]')")
+
+from mt.errors import UserError  # noqa: E402
+from mt.formats import xmltree  # noqa: E402
+from mt.formats.xmltree import Document  # noqa: E402
+from mt.inference.formatted import translate_formatted  # noqa: E402
+
+PAGE = """<?xml version='1.0' encoding='utf-8'?>
+<!-- a comment before the root -->
+<!DOCTYPE html [<!ENTITY marque "Chatnoir">]>
+<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops"><body>
+<p epub:type="x">Le&nbsp;chat de &marque; &eacute;crit &copy; 2024 &amp; &lt;hiver&gt;.</p></body></html>
+"""
+
+
+def test_the_prolog_and_the_entities_are_written_as_the_source_wrote_them():
+    out = translate_formatted(Upper(), PAGE, "xhtml")
+    assert out.startswith(PAGE[: PAGE.index("<html")]) and out.endswith("</html>\n")
+    assert "LE&nbsp;CHAT DE &marque; ÉCRIT &copy; 2024 &amp; &lt;HIVER&gt;." in out  # &marque; kept, not translated
+
+
+def test_a_written_document_whose_names_or_namespaces_differ_is_refused_in_one_line():
+    document = Document(PAGE, "page.xhtml")
+    document.check(PAGE)  # the same names: nothing to say
+    for damaged in (PAGE.replace("epub:type", "type"), PAGE.replace("<body>", "<body><b/>")):
+        with pytest.raises(UserError, match="writing page.xhtml would change its markup") as caught:
+            document.check(damaged)
+        assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (
+            lambda text: text.replace("http://www.idpf.org/2007/ops", "http://example.com/ops"),
+            "would change its markup",
+        ),
+        (lambda text: text.replace(' xmlns:epub="', ' xmlns:e="'), "would give XML that is not well-formed"),
+    ],
+)
+def test_an_epub_that_would_come_back_damaged_is_not_written(monkeypatch, damage, message):
+    from test_epub import book
+
+    written = xmltree.as_in_source
+    monkeypatch.setattr(xmltree, "as_in_source", lambda text, source: damage(written(text, source)))
+    with pytest.raises(UserError, match=f"writing the .epub file's OEBPS/nav.xhtml {message}") as caught:
+        translate_formatted(Upper(), book(), "epub")
+    assert "\n" not in str(caught.value) and "nothing was written" in str(caught.value)
