@@ -192,9 +192,7 @@ class _Placer:
         beside the sibling whose words are there, on the side it was on in the source."""
         hits = {id(n): [t for t in self.aligned_to(n) if lo <= t < hi] for n in nodes}
         taken: list[tuple[int, int, _Node]] = []
-        for node in sorted(
-            nodes, key=lambda n: (not hits[id(n)], hits[id(n)][-1] - hits[id(n)][0] if hits[id(n)] else 0)
-        ):
+        for node in sorted(nodes, key=lambda n: _width(hits[id(n)])):
             free = _free(lo, hi, [(a, b) for a, b, _ in taken])
             counts = [sum(a <= t < b for t in hits[id(node)]) for a, b in free]
             if counts and max(counts) > 0:
@@ -202,9 +200,7 @@ class _Placer:
                 node.lo, node.hi = self._range([t for t in hits[id(node)] if a <= t < b], a, b)
             else:
                 gap = min(max(self.gap(node.span.start), lo), hi)
-                around = [(a, b, other) for a, b, other in taken if a < gap < b]
-                before = around and (node.span.start, node.index) <= (around[0][2].span.start, around[0][2].index)
-                node.lo = node.hi = (around[0][0] if before else around[0][1]) if around else gap
+                node.lo = node.hi = _beside(node, gap, taken)
             taken.append((node.lo, node.hi, node))
         nodes.sort(key=lambda n: (n.lo, n.hi, n.span.start))
         for node in nodes:
@@ -221,6 +217,20 @@ class _Placer:
         for node in nodes:
             node.start, node.end = self.chars(node.lo, node.hi)
             self.locate(node.children)
+
+
+def _width(hits: list[int]) -> tuple[bool, int]:
+    """Which sibling chooses its range first: those aligned to something, the narrower first."""
+    return not hits, hits[-1] - hits[0] if hits else 0
+
+
+def _beside(node: _Node, gap: int, taken: list[tuple[int, int, _Node]]) -> int:
+    """Where an empty span goes: at `gap`, or where a sibling's range holds it, at that sibling's
+    edge on the side the span was on in the source."""
+    for a, b, other in taken:
+        if a < gap < b:
+            return a if (node.span.start, node.index) <= (other.span.start, other.index) else b
+    return gap
 
 
 def _free(lo: int, hi: int, taken: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -72,3 +72,19 @@ def test_a_line_break_between_two_translated_sentences_goes_between_their_transl
     assert out == ["black cat", Element("br", void=True), "Dog"]
     within = place(seg, Aligned(target, words(source), words(target), links))  # one piece: by the word before
     assert within == ["black", Element("br", void=True), "cat Dog"]
+
+
+def test_an_empty_span_where_a_sibling_starts_stays_beside_it_as_its_reader_nested_it():
+    # <a1><img></a1><a2>Accueil</a2>: both spans start at 0; the reader says neither holds the other
+    seg = Segment("Accueil", [Span(0, 0, "a1", frozenset()), Span(0, 7, "a2", frozenset())])
+    seg.voids.append(Void(0, "img", frozenset({0}), opened=1))
+    out = place(seg, Aligned("HOME", [(0, 7)], [(0, 4)], [(0, 0)]))
+    assert out == [Element("a1", [Element("img", void=True)]), Element("a2", ["HOME"])]
+
+
+def test_a_void_outside_a_span_stays_outside_it_where_the_target_puts_the_span_around_it():
+    # <img><b>le chat</b> dort -> the image touches "le", which the target puts inside the bold
+    seg = Segment("le chat dort", [Span(0, 7, "b", frozenset())], [Void(0, "img", opened=0)])
+    target = "sleeps cat the"
+    out = place(seg, Aligned(target, words(seg.text), words(target), [(0, 2), (1, 1), (2, 0)]))
+    assert out == ["sleeps ", Element("img", void=True), Element("b", ["cat the"])]
