@@ -47,7 +47,7 @@ class DataConfig:
     test: CorpusSpec | list[CorpusSpec] | None = None  # translation: test set(s), scored by the end-of-training report
     clean: bool = False  # translation: strip whitespace, drop training pairs with no letters or source = target
     dedup: bool = False  # translation: drop exactly repeated training pairs
-    draw: int | None = None  # translation: training pairs read at most, each corpus its weight's share, drawn at random
+    draw: int | None = None  # translation: pairs read, each corpus its weight's share (no weights: each at most this)
     max_len: int = 128  # translation: longer pairs (in tokens) are dropped
     max_len_ratio: float = 3.0  # translation: pairs whose token lengths differ more are dropped
     max_tokens: int = 4096  # translation: tokens per batch (source or target, the larger)

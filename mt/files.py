@@ -43,7 +43,8 @@ def _open(path: Path):
 
 
 def _unreadable(path: Path, e: Exception) -> UserError:
-    kind = "gzip" if str(path).endswith(".gz") else "xz"
+    name = str(path)
+    kind = "gzip" if name.endswith(".gz") else "xz" if name.endswith(".xz") else "text"
     return UserError(f"{path}: not a readable {kind} file ({e})")
 
 

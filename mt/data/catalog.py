@@ -183,8 +183,9 @@ def _download(rf: RemoteFile, tmp: Path, target: Path) -> None:
         if not archive.is_file():
             _fetch_url(rf.url, tmp, target)
             os.replace(tmp, archive)
-        member = _archive_member(rf, archive)
-        tmp.write_bytes(lzma.compress(member, preset=1) if rf.name.endswith(".xz") else member)
+        opener = lzma.open if rf.name.endswith(".xz") else open  # a name in .xz is kept compressed
+        with opener(tmp, "wb") as out:
+            out.write(_archive_member(rf, archive))
     else:
         _fetch_url(rf.url, tmp, target)
 

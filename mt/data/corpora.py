@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -84,13 +85,39 @@ def aligned_parts(parts: list[tuple[Path, Path]], draw: Draw | None = None) -> d
     """Line-aligned (source, target) file pairs, one after another, as one corpus; with `draw`, only
     the drawn lines are read (the lines counted first, as a stream)."""
     if draw is not None:
+        cached = _draw_cache(parts, draw)
+        if cached.is_dir():
+            return datasets.load_from_disk(str(cached))
         sizes = [count_lines(src) for src, _ in parts]
         rows = draw.rows(sum(sizes))
         if rows is not None:
             starts = np.cumsum([0, *sizes])
             spans = zip(parts, starts, starts[1:])
-            return _pairs_dataset([_drawn_part(s, t, rows[(rows >= a) & (rows < b)] - a) for (s, t), a, b in spans])
+            drawn = _pairs_dataset([_drawn_part(s, t, rows[(rows >= a) & (rows < b)] - a) for (s, t), a, b in spans])
+            return _saved(drawn, cached)
     return _pairs_dataset([_whole_part(s, t) for s, t in parts])
+
+
+def _draw_cache(parts: list[tuple[Path, Path]], draw: Draw) -> Path:
+    """Where the pairs `draw` takes from `parts` are kept for the next run: named by the draw and by
+    each file's path, size and modification time, so a changed file is drawn afresh."""
+    key = hashlib.sha256(repr(draw).encode())
+    for path in (p for pair in parts for p in pair):
+        try:
+            stat = Path(path).stat()
+        except FileNotFoundError:
+            raise UserError(f"{path}: no such file") from None
+        key.update(f"|{Path(path).resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    return catalog.data_dir() / "cache" / f"drawn-{key.hexdigest()[:20]}"
+
+
+def _saved(ds: datasets.Dataset, folder: Path) -> datasets.Dataset:
+    """`ds` written to `folder` (whole or not at all), and read back from it memory-mapped."""
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    ds.save_to_disk(str(partial))
+    os.replace(partial, folder)
+    return datasets.load_from_disk(str(folder))
 
 
 def _misaligned(src_path: Path, n: int, tgt_path: Path, got: int) -> UserError:
@@ -170,7 +197,9 @@ def _hansard_pairs(split: str, files, draw: Draw | None) -> datasets.Dataset:
         return aligned_parts(parts, draw)
     pairs = aligned_parts(parts)
     n = len(pairs)
-    return pairs.select(sorted({i * n // HANSARD_SLICE for i in range(min(n, HANSARD_SLICE))}))
+    pairs = pairs.select(sorted({i * n // HANSARD_SLICE for i in range(min(n, HANSARD_SLICE))}))
+    rows = draw.rows(len(pairs)) if draw else None
+    return pairs if rows is None else pairs.select(rows)
 
 
 def _generic_pairs(spec: dict, src_lang: str, tgt_lang: str, draw: Draw | None) -> datasets.Dataset:

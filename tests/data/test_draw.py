@@ -49,6 +49,25 @@ def test_a_draw_is_the_seeds_alone_and_reads_only_its_rows(tmp_path):
     assert len(load_pairs(spec, "train", "fr", "en", Draw(5000, (1, 0)))) == 1000  # more than there is: all
 
 
+def test_a_draw_is_kept_for_the_next_run_until_its_files_change(tmp_path, monkeypatch):
+    import os
+
+    import mt.data.corpora as corpora
+
+    spec = write_pairs(tmp_path, "c", 1000)
+    first = load_pairs(spec, "train", "fr", "en", Draw(100, (1, 0)))
+
+    def unread(*args):
+        raise AssertionError("the cached draw should have been used")
+
+    monkeypatch.setattr(corpora, "read_chosen_lines", unread)
+    again = load_pairs(spec, "train", "fr", "en", Draw(100, (1, 0)))
+    assert again["src"] == first["src"] and again._fingerprint == first._fingerprint  # later caches hit too
+    os.utime(spec["data_files"]["fr"], ns=(1, 1))  # the file changed: drawn afresh
+    with pytest.raises(AssertionError, match="cached draw"):
+        load_pairs(spec, "train", "fr", "en", Draw(100, (1, 0)))
+
+
 def test_each_corpus_gives_its_weights_share_of_the_draw(tmp_path):
     big, small = write_pairs(tmp_path, "big", 3000), write_pairs(tmp_path, "small", 50)
     specs = [{**big, "weight": 3}, {**small, "weight": 1}]
