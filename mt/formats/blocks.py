@@ -58,7 +58,9 @@ class Blocks:
         self.tree, self.vocabulary = tree, vocabulary
         self.segments: list[Segment] = []
         self.places: list[Run | Attribute] = []
-        self._holds_block: dict[int, bool] = {}
+        # By id, with the node itself: lxml makes a node's Python object on demand and frees it when
+        # unused, so an id alone could be taken by another element; held here, it stays this node's.
+        self._holds_block: dict[int, tuple[Any, bool]] = {}
         self._collect(root)
 
     def _untouched(self, node) -> bool:
@@ -77,8 +79,8 @@ class Blocks:
         if key not in self._holds_block:
             named = self.tree.name(node) in self.vocabulary.blocks
             inner = [c for c in self.tree.content(node) if not self._element(c) or not self._inline(c)]
-            self._holds_block[key] = named or any(self._is_block(c) for c in inner)
-        return self._holds_block[key]
+            self._holds_block[key] = (node, named or any(self._is_block(c) for c in inner))
+        return self._holds_block[key][1]
 
     def _inline(self, node) -> bool:
         return self.tree.name(node) in self.vocabulary.inline

@@ -53,3 +53,14 @@ def test_an_epub_that_would_come_back_damaged_is_not_written(monkeypatch, damage
     with pytest.raises(UserError, match=f"writing the .epub file's OEBPS/nav.xhtml {message}") as caught:
         translate_formatted(Upper(), book(), "epub")
     assert "\n" not in str(caught.value) and "nothing was written" in str(caught.value)
+
+
+def test_which_elements_are_blocks_is_known_of_each_element_however_lxml_reuses_its_objects():
+    # lxml frees an element's Python object once unused and may give its address to another: spans
+    # read after a block's children were looked at must not be taken for that block.
+    from mt.formats.vocabulary import HTML
+
+    for n in range(1, 8):
+        block = "<a>" + "<span>s</span>" * n + "<div>d</div></a>"
+        page = f'<html xmlns="http://www.w3.org/1999/xhtml"><body>{block * 3}</body></html>'
+        assert [s.text for s in Document(page, "page.xhtml", HTML).segments] == ["s" * n, "d"] * 3, n
