@@ -58,10 +58,11 @@ def _as_written(rule):
 
     def wrapped(state, silent: bool) -> bool:
         start, first = state.pos, len(state.tokens)
-        label_end = state.md.helpers.parseLinkLabel(state, start + (state.src[start] == "!"), True)
         if not rule(state, silent):
             return False
-        if not silent:
+        if not silent:  # the label scanned again only for what was found: every scan tried costs nesting depth
+            image = state.src[start] == "!"
+            label_end = state.md.helpers.parseLinkLabel(state, start + image, not image)  # as the rule reads it
             opening = next(t for t in state.tokens[first:] if t.type in ("link_open", "image"))
             opening.meta["written"] = state.src[start : state.pos]
             opening.meta["closes"] = state.src[label_end : state.pos]

@@ -90,3 +90,12 @@ def test_a_reference_link_stays_a_reference_link():
 def test_emphasis_and_links_follow_their_words_where_the_translation_reorders_them():
     out = translate_formatted(Reverse(), "Le *chat* noir dort sur le [tapis](http://x.org) rouge.\n", "markdown")
     assert out == "ROUGE [TAPIS](http://x.org) LE SUR DORT NOIR *CHAT* LE.\n"
+
+
+def test_a_link_after_many_brackets_tried_is_still_a_link_and_its_target_never_reaches_the_model():
+    # each place a link could start is tried; scanning its label there too once used up markdown-it's
+    # nesting depth, and the link further on came out as text.
+    upper = Upper()
+    out = translate_formatted(upper, "Voir: " * 20 + "[le site](http://x)\n", "markdown")
+    assert out.endswith("[LE SITE](http://x)\n") and not any("http" in s for s in upper.seen)
+    assert translate("Une ![image [en] ligne](i.png) ici.\n") == "UNE ![image [en] ligne](i.png) ICI.\n"
