@@ -17,10 +17,12 @@ from dataclasses import dataclass
 
 from mt.formats.spans import Segment, Span, Void
 
-_TAG = re.compile(r"<(/?)([^\s>./]*)[^>]*>")  # <v Bob>, <c.yellow>, </i>, <00:00:02.000>
-_LEAD = re.compile(r"(?:<[^/>][^>]*>)*[ \t]*[-\u2010\u2013\u2014][ \t]*")  # "- ", "<i>- ": a turn's dash
+# A tag is `<` or `</` before a letter, or a timestamp; any other `<` is text ("<< oui >>", "a < b").
+_ANY_TAG = r"<(?:/?[A-Za-z]|\d)[^>]*>"
+_TAG = re.compile(r"<(?:(/?)([A-Za-z][^\s>./]*)|\d)[^>]*>")  # <v Bob>, <c.yellow>, </i>; <00:00:02.000> unnamed
+_LEAD = re.compile(r"(?:<[A-Za-z\d][^>]*>)*[ \t]*[-\u2010\u2013\u2014][ \t]*")  # "- ", "<i>- ": a turn's dash
 _VOICE = re.compile(r"<v[\s.>]")
-_WORD = re.compile(r"(?:<[^>]*>)*[^\s<]+(?:<[^>]*>)*|<[^>]*>")  # a word with the tags that touch it
+_WORD = re.compile(rf"(?:{_ANY_TAG}|\S)+")  # a word with the tags that touch it
 
 
 @dataclass
@@ -46,7 +48,7 @@ def read(text: str, entities: bool) -> Segment:
             segment.spans[index].tag.closed = True
             segment.spans[index] = Span(segment.spans[index].start, len(segment.text), segment.spans[index].tag,
                                         frozenset(stack))  # fmt: skip
-        elif m.group(1) or m.group(2)[:1].isdigit():
+        elif m.group(1) or m.group(2) is None:  # a closing tag with nothing open, or a timestamp
             segment.voids.append(Void(len(segment.text), m.group(), frozenset(stack), opened=len(segment.spans)))
         else:
             segment.spans.append(
@@ -88,7 +90,7 @@ def turns(lines: list[str]) -> list[tuple[str, list[str]]]:
 
 def _shown(text: str) -> int:
     """How many characters of `text` a screen shows: its tags left out."""
-    return len(re.sub(r"<[^>]*>", "", text))
+    return len(re.sub(_ANY_TAG, "", text))
 
 
 def wrap_evenly(text: str, lines: int) -> list[str]:

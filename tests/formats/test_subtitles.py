@@ -143,3 +143,17 @@ def test_cue_tags_follow_their_words_where_the_translation_reorders_them():
     cue = "1\n00:00:01,000 --> 00:00:02,000\nLe <i>chat</i> noir\n"
     out = list(srt.parse(translate_formatted(Reverse(), cue.encode(), "srt").decode()))
     assert out[0].content == "NOIR <i>CHAT</i> LE"
+
+
+def test_a_literal_angle_bracket_in_a_subrip_cue_is_text_not_a_tag():
+    upper, reverse = Upper(), Reverse()
+    cue = "1\n00:00:01,000 --> 00:00:02,000\nIl a dit << oui >> et a < b\n"
+    out = list(srt.parse(translate_formatted(upper, cue.encode(), "srt").decode()))
+    assert upper.seen == ["Il a dit << oui >> et a < b"] and out[0].content == "IL A DIT << OUI >> ET A < B"
+    reordered = list(srt.parse(translate_formatted(reverse, cue.encode(), "srt").decode()))[0].content
+    assert "/" not in reordered and sorted(reordered.replace(" ", "")) == sorted("ILADIT<<OUI>>ETA<B")  # its own marks
+
+
+def test_wrapping_keeps_a_literal_angle_bracket_and_never_parts_a_word_from_its_tags():
+    assert wrap_evenly("a < b c d", 2) == ["a < b", "c d"]
+    assert wrap_evenly("l'<i>homme</i>s est là", 2) == ["l'<i>homme</i>s", "est là"]
