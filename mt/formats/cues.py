@@ -20,7 +20,8 @@ from mt.formats.spans import Segment, Span, Void
 # A tag is `<` or `</` before a letter, or a timestamp; any other `<` is text ("<< oui >>", "a < b").
 _ANY_TAG = r"<(?:/?[A-Za-z]|\d)[^>]*>"
 _TAG = re.compile(r"<(?:(/?)([A-Za-z][^\s>./]*)|\d)[^>]*>")  # <v Bob>, <c.yellow>, </i>; <00:00:02.000> unnamed
-_LEAD = re.compile(r"(?:<[A-Za-z\d][^>]*>)*[ \t]*[-\u2010\u2013\u2014][ \t]*")  # "- ", "<i>- ": a turn's dash
+_OPENING = re.compile(r"(?:<[A-Za-z\d][^>]*>)*")  # the tags a line opens with
+_LEAD = re.compile(_OPENING.pattern + r"[ \t]*[-\u2010\u2013\u2014][ \t]*")  # "- ", "<i>- ": a turn's dash
 _VOICE = re.compile(r"<v[\s.>]")
 _WORD = re.compile(rf"(?:{_ANY_TAG}|\S)+")  # a word with the tags that touch it
 
@@ -77,15 +78,28 @@ def write(nodes: list, escape, at_end: bool = True) -> str:
 
 
 def turns(lines: list[str]) -> list[tuple[str, list[str]]]:
-    """A cue's lines as speaker turns: what leads each (its dash) and its lines without it."""
+    """A cue's lines as speaker turns: what leads each (its dash, and the tags the source opened
+    before it) and its lines without the dash. The tags stay in the turn's text too, where their
+    closing tags find them (`<i>- Oui.</i>`); `behind` writes them before the dash again."""
     out: list[tuple[str, list[str]]] = []
     for i, line in enumerate(lines):
         lead = _LEAD.match(line)
-        if i == 0 or lead or _VOICE.match(line):
-            out.append((lead.group() if lead else "", [line[lead.end() :] if lead else line]))
+        if lead:
+            tags = _OPENING.match(line).group()
+            out.append((lead.group(), [tags + line[lead.end() :]]))
+        elif i == 0 or _VOICE.match(line):
+            out.append(("", [line]))
         else:
             out[-1][1].append(line)
     return out
+
+
+def behind(lead: str, line: str) -> str:
+    """A turn's first line behind its lead: the tags the source opened before its dash stay before
+    it where the line still opens with them; else the dash alone leads."""
+    tags = _OPENING.match(lead).group()
+    dash = lead[len(tags) :]
+    return tags + dash + line[len(tags) :] if line.startswith(tags) else dash + line
 
 
 def _shown(text: str) -> int:
@@ -127,8 +141,8 @@ def translate_cues(
     out: list[list[str]] = [[] for _ in cues]
     for k, lead, held, segment in work:
         if segment is None:
-            out[k] += [lead + held[0], *held[1:]]
+            out[k] += [behind(lead, held[0]), *held[1:]]
             continue
         rows = wrap_evenly(write(next(translated), escape).strip(), len(held))
-        out[k] += [lead + rows[0], *rows[1:]]
+        out[k] += [behind(lead, rows[0]), *rows[1:]]
     return out

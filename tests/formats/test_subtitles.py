@@ -157,3 +157,11 @@ def test_a_literal_angle_bracket_in_a_subrip_cue_is_text_not_a_tag():
 def test_wrapping_keeps_a_literal_angle_bracket_and_never_parts_a_word_from_its_tags():
     assert wrap_evenly("a < b c d", 2) == ["a < b", "c d"]
     assert wrap_evenly("l'<i>homme</i>s est là", 2) == ["l'<i>homme</i>s", "est là"]
+
+
+def test_a_tag_opened_before_a_turns_dash_is_closed_where_its_words_go():
+    cue = "1\n00:00:01,000 --> 00:00:02,000\n<i>- Bonjour Marie</i> et Jean\n- Oui.\n"
+    kept = list(srt.parse(translate_formatted(Upper(), cue.encode(), "srt").decode()))[0].content
+    assert kept == "<i>- BONJOUR MARIE</i> ET JEAN\n- OUI."  # where the words stay, the tag stays before the dash
+    moved = list(srt.parse(translate_formatted(Reverse(), cue.encode(), "srt").decode()))[0].content
+    assert moved == "- JEAN ET <i>MARIE BONJOUR</i>\n- OUI."
