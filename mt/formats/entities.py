@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import html.entities
 import re
+from collections.abc import Callable
 
 _ENTITY = re.compile(r"&(#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
 _MARKUP = re.compile(r"(<!--.*?-->|<!\[CDATA\[.*?\]\]>|<\?.*?\?>|<[^>]*>)", re.S)  # what is not text
@@ -45,10 +46,25 @@ def numeric(text: str) -> str:
     return _outside_markup(text, lambda part: re.sub(r"&([A-Za-z][A-Za-z0-9]*);", replace, part))
 
 
-def as_in_source(text: str, source: str) -> str:
-    """Written XML `text` with each character that `source` wrote as an entity written so again."""
+def _respelling(source: str) -> Callable[[str], str] | None:
+    """Text with each character that `source` wrote as an entity written as that entity again; None
+    where the source wrote none."""
     entities = source_entities(source)
     if not entities:
-        return text
+        return None
     pattern = re.compile("|".join(map(re.escape, entities)))
-    return _outside_markup(text, lambda part: pattern.sub(lambda m: entities[m.group()], part))
+    return lambda text: pattern.sub(lambda m: entities[m.group()], text)
+
+
+def escaping(source: str) -> Callable[[str], str]:
+    """How text is written into markup as `source` spells it: `&`, `<` and `>` escaped, and each
+    character the source wrote as an entity written as that entity."""
+    respell = _respelling(source) or (lambda text: text)
+    return lambda text: respell(html.escape(text, quote=False))
+
+
+def as_in_source(text: str, source: str) -> str:
+    """Written XML `text` (already escaped) with each character that `source` wrote as an entity
+    written so again."""
+    respell = _respelling(source)
+    return _outside_markup(text, respell) if respell else text

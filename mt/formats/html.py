@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from mt.formats.blocks import Attribute, Blocks
-from mt.formats.entities import source_entities
+from mt.formats.entities import escaping
 from mt.formats.spans import Element
 from mt.formats.vocabulary import HTML
 
@@ -90,20 +90,13 @@ def _formatter(source: str):
     and characters the source wrote as entities as those entities."""
     from bs4.formatter import HTMLFormatter
 
-    entities = source_entities(source)
-    pattern = re.compile("|".join(map(re.escape, entities))) if entities else None
-
-    def substitute(text: str) -> str:
-        text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-        return pattern.sub(lambda m: entities[m.group()], text) if pattern else text
-
     slash = "/" if re.search(r"<(?:br|img|hr|input|meta|link)\b[^>]*/>", source, re.I) else None
 
     class Formatter(HTMLFormatter):
         def attributes(self, tag):
             return list(tag.attrs.items())  # in the source's order, where BeautifulSoup sorts
 
-    return Formatter(entity_substitution=substitute, void_element_close_prefix=slash)
+    return Formatter(entity_substitution=escaping(source), void_element_close_prefix=slash)
 
 
 def translate_html_many(texts: list[str], translate_segments, target_lang: str | None = None) -> list[str]:

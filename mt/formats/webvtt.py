@@ -9,7 +9,7 @@ import re
 
 from mt.errors import UserError
 from mt.formats.cues import translate_cues
-from mt.formats.entities import source_entities
+from mt.formats.entities import escaping
 
 _NOT_A_CUE = re.compile(r"(?:NOTE|STYLE|REGION)(?:[ \t]|$)")
 
@@ -26,19 +26,6 @@ def _blocks(lines: list[str]) -> list[tuple[int, int]]:
     return blocks
 
 
-def _escape(source: str):
-    """How a cue's text is written: `&`, `<` and `>` as WebVTT requires, and what the source wrote
-    as an entity as that entity."""
-    entities = source_entities(source)
-    pattern = re.compile("|".join(map(re.escape, entities))) if entities else None
-
-    def escape(text: str) -> str:
-        text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-        return pattern.sub(lambda m: entities[m.group()], text) if pattern else text
-
-    return escape
-
-
 def translate(text: str, job) -> str:
     """A whole .vtt file translated (the vtt format's adapter): see the module notes."""
     eol = "\r\n" if "\r\n" in text else "\r" if "\r" in text else "\n"
@@ -51,7 +38,7 @@ def translate(text: str, job) -> str:
         if timing is not None and not _NOT_A_CUE.match(lines[start]) and timing + 1 < end:
             payloads.append((timing + 1, end))
     cues = [lines[first:end] for first, end in payloads]
-    translated = translate_cues(cues, job.segments, entities=True, escape=_escape(text))
+    translated = translate_cues(cues, job.segments, entities=True, escape=escaping(text))
     for (first, end), new in reversed(list(zip(payloads, translated))):
         lines[first:end] = new
     return eol.join(lines)
