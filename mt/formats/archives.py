@@ -26,7 +26,7 @@ MAX_PARSED = 64 << 20  # bytes of one member read as XML: a chapter, a Word docu
 PARSED = (".xml", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".rels")
 UNPACKED_PER_BYTE = 16  # a server's bound on what a file unpacks to, per byte it may upload
 MARKUP_PER_CHAR = 64  # and on the markup it parses, per character of text a document may hold
-_XML = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+XML = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)  # strict: nothing outside is read
 
 
 class TooLarge(UserError):
@@ -116,12 +116,14 @@ def read_member(archive: zipfile.ZipFile, name: str, kind: str) -> bytes:
         raise UserError(f"the {kind} file is damaged: {name} cannot be read ({e})") from None
 
 
-def parse_xml(data: bytes, name: str, kind: str):
-    """A member's bytes as an XML tree; not well-formed is a one-line error."""
+def parse_xml(data: bytes, name: str, kind: str | None = None):
+    """`data` as an XML tree (its root element), read by the strict parser; not well-formed is a
+    one-line error naming `name`, the member of a `kind` file that it is (a lone document: no kind)."""
     try:
-        return etree.fromstring(data, _XML)
+        return etree.fromstring(data, XML)
     except etree.XMLSyntaxError as e:
-        raise UserError(f"the {kind} file's {name} is not well-formed XML ({e})") from None
+        where = f"the {kind} file's {name}" if kind else name
+        raise UserError(f"{where} is not well-formed XML ({e})") from None
 
 
 def rewritten(archive: zipfile.ZipFile, changed: dict[str, bytes], kind: str) -> bytes:

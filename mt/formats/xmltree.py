@@ -18,7 +18,7 @@ from collections import Counter
 from lxml import etree
 
 from mt.errors import UserError
-from mt.formats.archives import _XML  # the archives' strict parser: no entity, DTD or network resolved
+from mt.formats.archives import XML, parse_xml
 from mt.formats.blocks import Attribute, Blocks, Run
 from mt.formats.entities import as_in_source, numeric
 from mt.formats.spans import Element
@@ -58,17 +58,11 @@ def names(root) -> tuple[Counter, set]:
     return counted, {item for el in elements for item in el.nsmap.items()}
 
 
-def _root(text: str):
+def _as_read(text: str) -> bytes:
+    """A document's text as the parser reads it: in UTF-8, so without the declaration, which may
+    name another encoding, and with HTML's named entities as numeric references."""
     body = text[m.end() :] if (m := _DECLARATION.match(text)) else text.lstrip("\ufeff")
-    return etree.fromstring(numeric(body).encode("utf-8"), _XML)
-
-
-def parse(text: str, where: str):
-    """`text` as an XML tree (its root element); not well-formed is a one-line error naming `where`."""
-    try:
-        return _root(text)
-    except etree.XMLSyntaxError as e:
-        raise UserError(f"{where} is not well-formed XML ({e})") from None
+    return numeric(body).encode("utf-8")
 
 
 class Document:
@@ -76,7 +70,7 @@ class Document:
 
     def __init__(self, text: str, where: str, vocabulary: Vocabulary | None = None):
         self.text, self.where = text, where
-        self.root = parse(text, where)
+        self.root = parse_xml(_as_read(text), where)
         self.names = names(self.root)  # before anything moves
         self.blocks = Blocks(_Lxml(), vocabulary, self.root) if vocabulary else None
 
@@ -111,7 +105,7 @@ class Document:
     def check(self, out: str) -> None:
         """A one-line error where the written text's names or namespaces are not the source's."""
         try:
-            after = names(_root(out))
+            after = names(etree.fromstring(_as_read(out), XML))
         except etree.XMLSyntaxError as e:
             message = f"writing {self.where} would give XML that is not well-formed ({e}); nothing was written"
             raise UserError(message) from None

@@ -64,3 +64,18 @@ def test_which_elements_are_blocks_is_known_of_each_element_however_lxml_reuses_
         block = "<a>" + "<span>s</span>" * n + "<div>d</div></a>"
         page = f'<html xmlns="http://www.w3.org/1999/xhtml"><body>{block * 3}</body></html>'
         assert [s.text for s in Document(page, "page.xhtml", HTML).segments] == ["s" * n, "d"] * 3, n
+
+
+def test_names_counts_each_qualified_name_and_holds_every_namespace_in_scope():
+    from collections import Counter
+
+    from lxml import etree
+
+    counted, scope = xmltree.names(etree.fromstring(b'<r xmlns="u" xmlns:e="v"><p e:t="1"/><p t="2"/><!-- c --></r>'))
+    assert counted == Counter({"{u}r": 1, "{u}p": 2, "@{v}t": 1, "@t": 1}) and scope == {(None, "u"), ("e", "v")}
+
+
+def test_a_document_that_is_not_well_formed_is_one_line_naming_it():
+    with pytest.raises(UserError, match=r"^page.xhtml is not well-formed XML \(") as caught:
+        Document("<html><p>ouvert</html>", "page.xhtml")
+    assert "\n" not in str(caught.value)
