@@ -2,15 +2,17 @@
 written by the model in context (Post & Vilar 2018, dynamic beam allocation).
 
 A term is a constraint: one or more variants, each a sequence of target tokens; any variant
-satisfies it. Each hypothesis carries its progress (`Progress`): which constraints it has met, and
-the one it is partway through, if any. A hypothesis is in the bank of the constraint tokens it has
-met. At every step each beam offers its best tokens, as plain beam search's do, and also the tokens
-that would advance it (the next token of the constraint it is in, the first of any it has not
-begun); the beam's K places are shared out among the banks, so that hypotheses that have met more
-constraints are never all crowded out by likelier ones that have met fewer. A started constraint
-is continued or, by any other token, abandoned. Only a hypothesis that has met every constraint
-may end; one that reaches the length limit without doing so is kept only as a last resort (scored
-far below any that did). A sentence without terms decodes as plain beam search.
+satisfies it. Each hypothesis's progress is a row of tensors (`_State`): which constraints it has
+met, and the one it is partway through, if any. A hypothesis is in the bank of the constraint
+tokens it has met. At every step each beam offers its best tokens, as plain beam search's do, and
+also the tokens that would advance it (the next token of the constraint it is in, the first of any
+it has not begun); the beam's K places are shared out among the banks, so that hypotheses that
+have met more constraints are never all crowded out by likelier ones that have met fewer. A
+started constraint is continued or, by any other token, abandoned. Only a hypothesis that has met
+every constraint may end; one that reaches the length limit without doing so is kept only as a
+last resort (scored far below any that did). A sentence without terms decodes as plain beam search.
+The same rules for one hypothesis at a time, in plain Python, are the reference the tensors are
+tested against (tests/inference/test_glossary.py).
 """
 
 from __future__ import annotations
@@ -25,15 +27,6 @@ from mt.inference.search import Choice
 FALLBACK = 1e4  # what an output that missed a constraint is scored below any that met them all
 
 
-@dataclass(frozen=True)
-class Progress:
-    met: int = 0  # a bit per constraint met
-    within: int = -1  # the constraint partway through (-1: none)
-    alive: tuple[int, ...] = ()  # its variants still matching
-    at: int = 0  # tokens of it matched
-    fresh: int = -1  # the constraint the last token completed: met only if the next starts a new word
-
-
 class Constraints:
     """One sentence's constraints: each a tuple of variants (token id sequences)."""
 
@@ -41,47 +34,6 @@ class Constraints:
         self.items = constraints
         self.weights = [min(len(v) for v in c) for c in constraints]  # tokens a constraint counts for
         self.need = sum(self.weights)  # the top bank
-
-    def bank(self, p: Progress) -> int:
-        met = sum(w for i, w in enumerate(self.weights) if p.met >> i & 1)
-        partial = p.within >= 0 and not p.met >> p.within & 1
-        return met + (min(p.at, self.weights[p.within] - 1) if partial else 0)
-
-    def advance(self, p: Progress, token: int, continues: bool = False) -> Progress:
-        """The progress after `token` (`continues`: a piece that goes on the word before it): the
-        constraint under way continued, met or abandoned; a constraint just met and then continued
-        into a longer word is not met; else the first unmet constraint that begins with `token` is
-        begun (or met, if one token long)."""
-        met = p.met
-        if p.within >= 0:
-            variants = self.items[p.within]
-            alive = tuple(v for v in p.alive if variants[v][p.at] == token)
-            if alive:
-                if p.fresh == p.within and continues:  # the shorter variant met was not a whole word
-                    met &= ~(1 << p.within)
-                return self._matched(met, p.within, alive, p.at + 1)
-        if p.fresh >= 0 and continues:
-            met &= ~(1 << p.fresh)
-        for i, variants in enumerate(self.items):
-            if not met >> i & 1:
-                alive = tuple(v for v, seq in enumerate(variants) if seq[0] == token)
-                if alive:
-                    return self._matched(met, i, alive, 1)
-        return Progress(met)
-
-    def _matched(self, met: int, i: int, alive: tuple[int, ...], at: int) -> Progress:
-        """`at` tokens of constraint `i` matched by its variants `alive`."""
-        variants = self.items[i]
-        completed = any(len(variants[v]) == at for v in alive)
-        longer = tuple(v for v in alive if len(variants[v]) > at)
-        met |= (1 << i) if completed else 0
-        return Progress(met, i if longer else -1, longer, at if longer else 0, i if completed else -1)
-
-    def advancing(self, p: Progress) -> list[int]:
-        """The tokens that would advance `p`: the next of the constraint under way, the first of each unmet one."""
-        tokens = {self.items[p.within][v][p.at] for v in p.alive} if p.within >= 0 else set()
-        tokens |= {seq[0] for i, c in enumerate(self.items) if not p.met >> i & 1 for seq in c}
-        return sorted(tokens)
 
 
 class _Table:
@@ -116,7 +68,7 @@ class _Table:
 
 @dataclass
 class _State:
-    """`Progress` as tensors, one row a beam (or a beam's candidate): the constraints met (R, C),
+    """Each hypothesis's progress, one row a beam (or a beam's candidate): the constraints met (R, C),
     the one partway through (R,) (-1: none), its variants still matching (R, V), the tokens of it
     matched (R,), and the constraint the last token completed (R,) (-1: none)."""
 
@@ -137,7 +89,7 @@ class _State:
         return _State(self.met[rows], self.within[rows], self.alive[rows], self.at[rows], self.fresh[rows])
 
     def banks(self, weight: torch.Tensor) -> torch.Tensor:
-        """Each row's bank (`Constraints.bank`): the weights of the constraints met, and the tokens
+        """Each row's bank: the weights of the constraints met, and the tokens
         matched of one partway through (short of its weight). `weight`: (R, C)."""
         met = (self.met * weight).sum(dim=1)
         inside = self.within.clamp(min=0)[:, None]
@@ -157,8 +109,10 @@ def _ahead(state: _State, table: _Table) -> torch.Tensor:
 
 
 def _after(state: _State, table: _Table, tokens: torch.Tensor, continues: torch.Tensor) -> _State:
-    """Each row's progress after each of its candidate tokens (R, T), as `Constraints.advance`
-    gives it, for all at once: a (R * T)-row state. `table` holds each row's own sentence."""
+    """Each row's progress after each of its candidate tokens (R, T), for all at once: a (R * T)-row
+    state. The constraint under way is continued, met or abandoned; a constraint just met and then
+    continued into a longer word (`continues`) is not met; else the first unmet constraint that
+    begins with the token is begun (or met, if one token long). `table` holds each row's own sentence."""
     r, t = tokens.shape
     c = table.weight.size(1)
     tok, goes_on = tokens[:, :, None], continues[tokens]  # (R, T, 1), (R, T)
@@ -192,8 +146,7 @@ def _after(state: _State, table: _Table, tokens: torch.Tensor, continues: torch.
 class DynamicBeamAllocation:
     """A beam search step (the shape of `TopK`, mt/inference/search.py) under constraints, for a
     batch whose every sentence has its own `Constraints`. The bookkeeping is tensor operations over
-    beams, candidate tokens and constraint variants (`_after`), which `Constraints` spells out for
-    one hypothesis at a time."""
+    beams, candidate tokens and constraint variants (`_after`)."""
 
     def __init__(self, beam: int, constraints: list[Constraints], continues: torch.Tensor):
         """`continues`: (V,) whether each token is a piece that goes on the word before it."""
@@ -202,14 +155,17 @@ class DynamicBeamAllocation:
         self.state = _State.start(len(constraints), self.table)  # one row a sentence until the first step
         self.need = torch.tensor([c.need for c in constraints], device=self.device)
         self.extra = torch.zeros(0, 1, dtype=torch.long)
+        self._rows: _Table | None = None  # `table` a row a beam: the same from step to step until `keep`
 
     def _rows_table(self) -> _Table:
         width = self.state.at.size(0) // self.need.size(0)
-        return self.table.select(torch.arange(self.need.size(0), device=self.device).repeat_interleave(width))
+        if self._rows is None or self._rows.seq.size(0) != self.state.at.size(0):  # one beam a sentence, then K
+            self._rows = self.table.select(torch.arange(self.need.size(0), device=self.device).repeat_interleave(width))
+        return self._rows
 
     def extra_tokens(self) -> torch.Tensor:
-        """Each beam's advancing tokens (`Constraints.advancing`), (rows, M), padded with <pad>
-        (never produced, so never chosen)."""
+        """Each beam's advancing tokens (the next of the constraint under way, the first of each unmet
+        one), (rows, M), padded with <pad> (never produced, so never chosen)."""
         table, s = self._rows_table(), self.state
         none = torch.iinfo(torch.long).max
         first = table.seq[:, :, 0]
@@ -270,6 +226,7 @@ class DynamicBeamAllocation:
         width = self.state.at.size(0) // self.need.size(0)
         rows = (live[:, None] * width + torch.arange(width, device=live.device)).view(-1)
         self.state, self.table, self.need = self.state.take(rows), self.table.select(live), self.need[live]
+        self._rows = None
 
     def settle(self, scores: torch.Tensor) -> torch.Tensor:
         """Scores as the model gives them: a last resort's without its fall."""

@@ -479,18 +479,11 @@ def beam_search(
         inputs = tokens if state.cached or t == 0 else torch.cat([torch.full_like(prefix[:, :1], START), prefix], 1)
         width = inputs.size(0) // n  # beams per sentence in this step: 1 at the first, then K
         forced = (limits[sent] == t + 1).repeat_interleave(width)  # (n*width,)
-        extra = choice.extra_tokens()
-        top_logp, top_tokens, *extra_logp = state.best_next(inputs, 2 * k, forced, extra)  # (n*width, 2K) each
-        chosen = choice.choose(scores[:, :width], top_logp, top_tokens, extra_logp[0] if extra_logp else None,
-                               forced.view(n, width)[:, 0], done)  # fmt: skip
+        chosen = _choose(state, choice, inputs, scores[:, :width], forced.view(n, width), done, k)
         lp = _length_penalty(t + 1, length_penalty, scoring)
         _add_finished(finished, chosen, lp, history, t)
-        scores, rows, new_tokens = chosen.scores, chosen.rows, chosen.tokens  # (n, K): the beams that go on
-        done |= finished.scores[:, -1] >= scores.max(dim=1).values / lp
-        if width == k and device.type == "cpu":  # beams in their parents' rows: the caches move fewer
-            order = _in_parent_rows(rows)
-            scores, rows, new_tokens = (x.gather(1, order) for x in (scores, rows, new_tokens))
-            choice.reorder(order)
+        done |= finished.scores[:, -1] >= chosen.scores.max(dim=1).values / lp
+        scores, rows, new_tokens = _going_on(chosen, choice, width == k and device.type == "cpu")  # (n, K) each
         checked = (t + 1) % check_every == 0
         if checked and bool(done.all()):
             break
@@ -505,6 +498,27 @@ def beam_search(
     _store(result, finished, sent, torch.arange(sent.size(0), device=device))
     ids = [[_until_end(h) for h in sentence[:n_best]] for sentence in result.ids.tolist()]
     return ids, choice.settle(result.scores[:, :n_best])
+
+
+def _choose(state: Decoder, choice: TopK, inputs, scores, forced, done, k: int) -> Choice:
+    """One step's choice: each row's 2K best next tokens (and those the strategy asks for besides)
+    scored, and `choice` picking among them. `scores` (n, width), `forced` (n, width): a row at its
+    length limit."""
+    n, width = forced.shape
+    extra = choice.extra_tokens()
+    top_logp, top_tokens, *extra_logp = state.best_next(inputs, 2 * k, forced.view(-1), extra)  # (n*width, 2K) each
+    return choice.choose(scores, top_logp, top_tokens, extra_logp[0] if extra_logp else None, forced[:, 0], done)
+
+
+def _going_on(chosen: Choice, choice: TopK, in_parent_rows: bool) -> tuple[torch.Tensor, ...]:
+    """The (n, K) scores, rows and tokens of the beams that go on; `in_parent_rows`: each put in its
+    parent's row where it can (`_in_parent_rows`), so that the caches move fewer rows."""
+    scores, rows, tokens = chosen.scores, chosen.rows, chosen.tokens
+    if in_parent_rows:
+        order = _in_parent_rows(rows)
+        scores, rows, tokens = (x.gather(1, order) for x in (scores, rows, tokens))
+        choice.reorder(order)
+    return scores, rows, tokens
 
 
 def _finished_leave(done, result: _Finished, finished: _Finished, sent, choice) -> torch.Tensor | None:

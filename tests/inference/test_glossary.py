@@ -4,13 +4,65 @@ for "le chat noir": a term makes it say what it would not), through the API and 
 server's routes: tests/serving/test_serve.py; the CTranslate2 engine's refusal: test_ctranslate2.py)."""
 
 import json
+from dataclasses import dataclass
 
 import pytest
 from helpers import cli
 
 from mt.errors import UserError
 from mt.glossary import Glossary, read_glossary
-from mt.inference.constraints import Constraints, Progress, word_continuations
+from mt.inference.constraints import Constraints, word_continuations
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One hypothesis's progress, the scalar reference the search's tensors (`_State`) are tested against."""
+
+    met: int = 0  # a bit per constraint met
+    within: int = -1  # the constraint partway through (-1: none)
+    alive: tuple[int, ...] = ()  # its variants still matching
+    at: int = 0  # tokens of it matched
+    fresh: int = -1  # the constraint the last token completed: met only if the next starts a new word
+
+
+class Reference(Constraints):
+    """The constraint rules for one hypothesis at a time, in plain Python."""
+
+    def bank(self, p: Progress) -> int:
+        met = sum(w for i, w in enumerate(self.weights) if p.met >> i & 1)
+        partial = p.within >= 0 and not p.met >> p.within & 1
+        return met + (min(p.at, self.weights[p.within] - 1) if partial else 0)
+
+    def advance(self, p: Progress, token: int, continues: bool = False) -> Progress:
+        """The progress after `token` (`continues`: a piece that goes on the word before it)."""
+        met = p.met
+        if p.within >= 0:
+            variants = self.items[p.within]
+            alive = tuple(v for v in p.alive if variants[v][p.at] == token)
+            if alive:
+                if p.fresh == p.within and continues:  # the shorter variant met was not a whole word
+                    met &= ~(1 << p.within)
+                return self._matched(met, p.within, alive, p.at + 1)
+        if p.fresh >= 0 and continues:
+            met &= ~(1 << p.fresh)
+        for i, variants in enumerate(self.items):
+            if not met >> i & 1:
+                alive = tuple(v for v, seq in enumerate(variants) if seq[0] == token)
+                if alive:
+                    return self._matched(met, i, alive, 1)
+        return Progress(met)
+
+    def _matched(self, met: int, i: int, alive: tuple[int, ...], at: int) -> Progress:
+        variants = self.items[i]
+        completed = any(len(variants[v]) == at for v in alive)
+        longer = tuple(v for v in alive if len(variants[v]) > at)
+        met |= (1 << i) if completed else 0
+        return Progress(met, i if longer else -1, longer, at if longer else 0, i if completed else -1)
+
+    def advancing(self, p: Progress) -> list[int]:
+        tokens = {self.items[p.within][v][p.at] for v in p.alive} if p.within >= 0 else set()
+        tokens |= {seq[0] for i, c in enumerate(self.items) if not p.met >> i & 1 for seq in c}
+        return sorted(tokens)
 
 
 def glossary_file(tmp_path, text: str, name="terms.tsv"):
@@ -52,7 +104,7 @@ def test_terms_match_whole_words_case_insensitively_longest_first():
 
 
 def test_a_constraint_is_continued_abandoned_met_and_not_met_by_a_longer_word():
-    c = Constraints([((5, 6),), ((7,), (7, 8))])  # a two-token term; a term with variants "x" and "x y"
+    c = Reference([((5, 6),), ((7,), (7, 8))])  # a two-token term; a term with variants "x" and "x y"
     p = c.advance(Progress(), 5)
     assert (p.within, p.at, c.bank(p)) == (0, 1, 1)
     assert c.advance(p, 9) == Progress()  # another token abandons it
@@ -137,7 +189,7 @@ def _progress_of(state, row: int):
 
 def test_the_tensor_bookkeeping_follows_each_hypothesis_as_the_scalar_rules_do():
     """Random constraints (overlapping prefixes, variants, one-token terms) and random token walks:
-    at every step the tensors' progress, bank and advancing tokens are the scalar `Constraints`'."""
+    at every step the tensors' progress, bank and advancing tokens are the scalar `Reference`'s."""
     import random
 
     import torch
@@ -150,7 +202,7 @@ def test_the_tensor_bookkeeping_follows_each_hypothesis_as_the_scalar_rules_do()
         for _ in range(3):  # a batch of three sentences, each with its own constraints
             variant = lambda: tuple(rng.randrange(4, 9) for _ in range(rng.randint(1, 3)))  # noqa: E731
             items = [tuple(variant() for _ in range(rng.randint(1, 2))) for _ in range(rng.randint(0, 4))]
-            sets.append(Constraints(items))
+            sets.append(Reference(items))
         table, continues = _Table(sets, torch.device("cpu")), torch.tensor([i % 3 == 0 for i in range(10)])
         state, scalar = _State.start(3, table), [Progress() for _ in sets]
         search = DynamicBeamAllocation(4, sets, continues)
