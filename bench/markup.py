@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mt.data.corpora import columns, load_pairs  # noqa: E402
-from mt.formats.html import translate_html_many  # noqa: E402
+from mt.formats.html import translate_html  # noqa: E402
 from mt.inference import attention_maps, markup  # noqa: E402
 from mt.inference.metrics import corpus_scores  # noqa: E402
 from mt.inference.translator import Translator  # noqa: E402
@@ -213,13 +213,23 @@ def readings(layers: int) -> dict:
     return out
 
 
+def translate_fragments(fragments: list[str], translate) -> list[str]:
+    """Fragments translated in one call, so that their sentences are batched together: each is a
+    paragraph of one page, and comes back as that paragraph's content."""
+    from bs4 import BeautifulSoup
+
+    page = "".join(f"<p>{fragment}</p>" for fragment in fragments)
+    paragraphs = BeautifulSoup(translate_html(page, translate), "html.parser").find_all("p", recursive=False)
+    return [p.decode_contents() for p in paragraphs]
+
+
 def run_setting(translator, items, verbs, refs, options, name: str, reading) -> dict:
     markup.cross_attention_batch, markup.grown_links = reading
     started = time.perf_counter()
     translate = lambda segments: markup.translate_segments(translator, segments, options)  # noqa: E731
-    outputs = translate_html_many([item["html"] for item in items], translate)
+    outputs = translate_fragments([item["html"] for item in items], translate)
     seconds = time.perf_counter() - started
-    verbs_out = translate_html_many([item["html"] for item in verbs], translate)
+    verbs_out = translate_fragments([item["html"] for item in verbs], translate)
     from bs4 import BeautifulSoup
 
     stripped = [BeautifulSoup(o, "html.parser").get_text() for o in outputs]

@@ -99,19 +99,14 @@ def _formatter(source: str):
     return Formatter(entity_substitution=escaping(source), void_element_close_prefix=slash)
 
 
-def translate_html_many(texts: list[str], translate_segments, target_lang: str | None = None) -> list[str]:
-    """Pages (or fragments) with their text translated by `translate_segments` (segments in, trees
-    of text and Elements out) in one call, so their sentences are batched together, and their
-    markup kept: see the module notes. A page's `lang` becomes `target_lang`."""
-    pages = [_Page(text) for text in texts]
-    segments = [seg for page in pages for seg in page.blocks.segments]
-    translated = translate_segments(segments) if segments else []
-    at, out = 0, []
-    for page, text in zip(pages, texts):
-        page.put_back(translated[at : at + len(page.blocks.segments)])
-        at += len(page.blocks.segments)
-        out.append(_written(page, text, target_lang))
-    return out
+def translate_html(text: str, translate_segments, target_lang: str | None = None) -> str:
+    """A page (or fragment) with its text translated by `translate_segments` (segments in, trees of
+    text and Elements out) in one call, and its markup kept: see the module notes. A page's `lang`
+    becomes `target_lang`."""
+    page = _Page(text)
+    segments = page.blocks.segments
+    page.put_back(translate_segments(segments) if segments else [])
+    return _written(page, text, target_lang)
 
 
 def _written(page: _Page, text: str, target_lang: str | None) -> str:
@@ -130,4 +125,4 @@ def _written(page: _Page, text: str, target_lang: str | None) -> str:
 
 def translate(text: str, job) -> str:
     """An HTML page translated (the html format's adapter)."""
-    return translate_html_many([text], job.segments, job.target_lang)[0]
+    return translate_html(text, job.segments, job.target_lang)
