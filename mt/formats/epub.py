@@ -1,8 +1,8 @@
 """EPUB books: every XHTML document the package lists (chapters, the navigation) translated through
-the XHTML path, all in one batch, and the package's `dc:language` made the target language; every
-other member of the archive (styles, images, fonts) copied byte for byte, in its order and with its
-compression. The zip is read directly rather than through an EPUB library, which would write the
-package anew."""
+the XHTML path, all in one batch, and the package's `dc:language` (and its `xml:lang`, where it has
+one) made the target language; every other member of the archive (styles, images, fonts) copied
+byte for byte, in its order and with its compression. The zip is read directly rather than through
+an EPUB library, which would write the package anew."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from lxml import etree
 from mt.errors import UserError
 from mt.formats import read_text
 from mt.formats.archives import open_zip, parse_xml, read_member, rewritten
-from mt.formats.xhtml import translate_pages
+from mt.formats.xhtml import XML_LANG, translate_pages
 from mt.formats.xmltree import Document
 
 XHTML = "application/xhtml+xml"
@@ -43,13 +43,18 @@ def chapters(archive, package, rootfile: str) -> list[str]:
 
 
 def _package_in(target_lang: str | None, package: Document) -> bytes | None:
-    """The package document declaring `target_lang` as the book's first language; None where it
-    needs no change."""
-    first = next(package.root.iter(_DC_LANGUAGE), None)
-    if not target_lang or first is None or (first.text or "").strip() == target_lang:
+    """The package document declaring `target_lang` as the book's first language, and as the
+    package's own `xml:lang` where it has one; None where it needs no change."""
+    if not target_lang:
         return None
-    first.text = target_lang
-    return package.written().encode("utf-8")
+    changed = False
+    first = next(package.root.iter(_DC_LANGUAGE), None)
+    if first is not None and (first.text or "").strip() != target_lang:
+        first.text, changed = target_lang, True
+    if package.root.get(XML_LANG) not in (None, target_lang):
+        package.root.set(XML_LANG, target_lang)
+        changed = True
+    return package.written().encode("utf-8") if changed else None
 
 
 def translate(data: bytes, job) -> bytes:

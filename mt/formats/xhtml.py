@@ -11,7 +11,7 @@ from mt.formats.vocabulary import HTML
 from mt.formats.xmltree import Document, translate_documents
 
 NAMESPACE = "http://www.w3.org/1999/xhtml"
-_XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
 
 def translate_pages(texts: list[str], wheres: list[str], translate_segments, target_lang: str | None) -> list[str]:
@@ -26,7 +26,7 @@ def translate_pages(texts: list[str], wheres: list[str], translate_segments, tar
 
 def _declare(root, target_lang: str | None) -> None:
     """The page's language declared as the target, where it was declared; empty elements closed."""
-    for name in ("lang", _XML_LANG):
+    for name in ("lang", XML_LANG):
         if target_lang and root.get(name):
             root.set(name, target_lang)
     for el in root.iter(f"{{{NAMESPACE}}}*"):

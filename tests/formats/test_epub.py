@@ -39,12 +39,12 @@ NAV = """<?xml version="1.0" encoding="utf-8"?>
 <body><nav epub:type="toc"><ol><li><a href="text/chapitre%201.xhtml">Chapitre un</a></li></ol></nav></body></html>"""
 
 
-def book() -> bytes:
+def book(package: str = PACKAGE) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as z:
         z.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip")  # first and stored, as EPUB asks
         z.writestr("META-INF/container.xml", CONTAINER, zipfile.ZIP_DEFLATED)
-        z.writestr("OEBPS/content.opf", PACKAGE, zipfile.ZIP_DEFLATED)
+        z.writestr("OEBPS/content.opf", package, zipfile.ZIP_DEFLATED)
         z.writestr("OEBPS/nav.xhtml", NAV, zipfile.ZIP_DEFLATED)
         z.writestr("OEBPS/text/chapitre 1.xhtml", CHAPTER, zipfile.ZIP_DEFLATED)
         z.writestr("OEBPS/style.css", "p { margin: 0 }", zipfile.ZIP_DEFLATED)
@@ -70,6 +70,13 @@ def test_the_package_declares_the_target_language_and_nothing_else_changes_in_it
     out = zipfile.ZipFile(io.BytesIO(translate_formatted(Upper(), book(), "epub")))
     package = out.read("OEBPS/content.opf").decode()
     assert package == PACKAGE.replace("<dc:language>fr</dc:language>", "<dc:language>en</dc:language>")
+
+
+def test_the_packages_own_language_is_the_target_language_too():
+    source = PACKAGE.replace('version="3.0"', 'version="3.0" xml:lang="fr"')
+    for before in (source, source.replace("<dc:language>fr<", "<dc:language>en<")):
+        out = zipfile.ZipFile(io.BytesIO(translate_formatted(Upper(), book(before), "epub")))
+        assert out.read("OEBPS/content.opf").decode() == source.replace('"fr"', '"en"').replace(">fr<", ">en<")
 
 
 @pytest.mark.parametrize("translator", [Upper, Reverse])
