@@ -37,7 +37,8 @@ def parse_args(argv):
         "max_output_len": "max_len a request may ask for at most",
         "max_file_bytes": "bytes of an uploaded file at most",
         "max_document_chars": "characters of text in a document (a file, or a page in a request) at most",
-        "max_terms": "glossary terms matched in one request's sentences at most",
+        "max_terms": "glossary terms matched in one request's sentences at most (a file's sentences are bounded by "
+        "--max-document-chars, not counted, so its terms are held to --max-sentence-terms a sentence alone)",
         "max_sentence_terms": "glossary terms matched in one sentence at most",
     }
     for field, flag in FLAGS.items():
@@ -61,7 +62,8 @@ def parse_args(argv):
     )
     p.add_argument(
         "--rate-limit", type=int, default=0, metavar="N", help="requests a client (its key, else its address) "
-        "may make a minute; past it, 429 (default 0: no limit)",
+        "may make a minute, a request counting one a text; past it, 429, and a request of more texts than N, 413 "
+        "(default 0: no limit)",
     )  # fmt: skip
     return p.parse_args(argv)
 

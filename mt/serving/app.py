@@ -35,11 +35,9 @@ def error(status: int, message: str, headers: dict | None = None):
 
 
 def create_app(args: argparse.Namespace, limits: Limits = Limits()):
-    # No `from __future__ import annotations` here: FastAPI reads the `Request` annotation below at run time.
+    """The app over one service, whose models load in the background once it starts."""
+    # No `from __future__ import annotations` here: FastAPI reads the `Request` annotations of the routes at run time.
     fastapi = require_extra("fastapi", "serve", "the server")
-    from fastapi import Request
-    from fastapi.responses import HTMLResponse, Response
-
     service = Service(model_sets(args), args, limits)
 
     @asynccontextmanager
@@ -50,6 +48,16 @@ def create_app(args: argparse.Namespace, limits: Limits = Limits()):
 
     app = fastapi.FastAPI(title="mt translation server", version=__version__, lifespan=lifespan)
     app.state.service = service
+    _add_answers(app)
+    _add_routes(app, service, args, limits)
+    libretranslate.add_routes(app, service, limits)
+    return app
+
+
+def _add_answers(app) -> None:
+    """How every answer is shaped: a refusal as {"error": ...} (in LibreTranslate's statuses where
+    the request was LibreTranslate's), and LibreTranslate's open CORS headers on each."""
+    from fastapi.responses import Response
 
     @app.exception_handler(Refused)
     async def refused(request, e: Refused):
@@ -66,6 +74,13 @@ def create_app(args: argparse.Namespace, limits: Limits = Limits()):
         response = await call_next(request)
         response.headers.update(libretranslate.CORS)
         return response
+
+
+def _add_routes(app, service: Service, args, limits: Limits) -> None:
+    """mt's own paths: the page, /health, /info, POST /translate and /translate_file (the last two
+    shared with LibreTranslate's API, which a request's shape chooses)."""
+    from fastapi import Request
+    from fastapi.responses import HTMLResponse
 
     @app.get("/", response_class=HTMLResponse)
     async def page():
@@ -93,9 +108,6 @@ def create_app(args: argparse.Namespace, limits: Limits = Limits()):
     @app.post("/translate_file")
     async def translate_file(request: Request):
         return await file_answer(service, request, limits)
-
-    libretranslate.add_routes(app, service, limits)
-    return app
 
 
 def server_info(service: Service, args) -> dict:
@@ -168,9 +180,6 @@ async def answer(service: Service, raw: bytes, limits: Limits, client: str = "lo
     body = decode_body(raw, limits)
     if isinstance(body, tuple):
         return error(*body)
-    texts = body.get("text") if isinstance(body, dict) else None
-    cost = len(texts) if isinstance(texts, list) and texts else 1
-    service.admit(body.get("api_key") if isinstance(body, dict) else None, client, cost)
     languages = language_fields(body)
     if isinstance(languages[0], int):
         return error(*languages)
@@ -179,6 +188,7 @@ async def answer(service: Service, raw: bytes, limits: Limits, client: str = "lo
     if isinstance(parsed[0], int):
         return error(*parsed)
     texts, options, split, fmt = parsed
+    service.admit(body.get("api_key"), client, max(1, len(texts)))  # a malformed request costs its client no rate
     start = time.perf_counter()
     if fmt != "text":
         translations, found = await service.translate_pages(pair, texts, fmt, options, budget), None

@@ -5,9 +5,10 @@ before it costs a decoding step, and one past its deadline stops (504) wherever 
 
 from __future__ import annotations
 
+import threading
 import time
 
-from mt.serving.requests import Limits, Refused
+from mt.serving.requests import Limits, Refused, check_sizes
 
 
 class Budget:
@@ -17,6 +18,7 @@ class Budget:
         self.limits, self.clock = limits, clock
         self.deadline = clock() + limits.timeout_s
         self.sentences = self.terms = 0
+        self._lock = threading.Lock()  # a request's pages charge it from threads of their own
 
     def left(self) -> float:
         """Seconds until the deadline (0 past it)."""
@@ -29,22 +31,20 @@ class Budget:
         return Refused(504, f"no answer within {self.limits.timeout_s:g} s (--timeout)")
 
     def charge(self, sentences: list[str], glossary=None, *, counted: bool = True, sized: bool = True) -> None:
-        """`sentences` about to be translated: counted against --max-sentences (`counted`; a file's
-        are bounded by its characters instead), each against --max-chars (`sized`; a document's
-        long sentences are cut to the model), and the glossary terms they hold against the term
-        limits. Refused (413) past any, before the work starts."""
-        most, longest = self.limits.max_sentences, self.limits.max_chars
-        total = self.sentences + len(sentences)
-        if counted and total > most:
-            raise Refused(413, f"{total} sentences in one request; the limit is {most} (--max-sentences)")
-        for i, s in enumerate(sentences if sized else ()):
-            if len(s) > longest:
-                raise Refused(413, f"sentence {i} has {len(s)} characters; the limit is {longest} (--max-chars)")
-        self.sentences += len(sentences) if counted else 0
-        if glossary:
-            self._charge_terms(sentences, glossary)
+        """`sentences` about to be translated, checked by `check_sizes` (`counted`: against
+        --max-sentences with those charged before; a file's are bounded by its characters instead;
+        `sized`: each against --max-chars), and the glossary terms they hold against the term
+        limits: --max-sentence-terms each, and --max-terms in all where the sentences are counted
+        (a file's many sentences would otherwise meet it with the operator's own glossary). Refused
+        (413) past any, before the work starts."""
+        with self._lock:
+            if refused := check_sizes(sentences, self.limits, self.sentences, counted, sized):
+                raise Refused(*refused)
+            self.sentences += len(sentences) if counted else 0
+            if glossary:
+                self._charge_terms(sentences, glossary, counted)
 
-    def _charge_terms(self, sentences: list[str], glossary) -> None:
+    def _charge_terms(self, sentences: list[str], glossary, counted: bool) -> None:
         limits = self.limits
         for s in sentences:
             found = len(glossary.find(s))
@@ -55,5 +55,5 @@ class Budget:
                     "(--max-sentence-terms): send fewer terms, or shorter sentences",
                 )
             self.terms += found
-            if self.terms > limits.max_terms:
+            if counted and self.terms > limits.max_terms:
                 raise Refused(413, f"the request's sentences hold over {limits.max_terms} glossary terms (--max-terms)")

@@ -29,7 +29,7 @@ from mt.errors import UserError
 from mt.formats import EXTENSIONS
 from mt.serving.languages import detect_ranked, name_of
 from mt.serving.requests import Limits, Refused, client_of, form_of, nesting, read_capped, with_terms
-from mt.serving.service import Pair, Service
+from mt.serving.service import Counted, Pair, Service
 
 CORS = {
     "Access-Control-Allow-Origin": "*",
@@ -127,43 +127,58 @@ def _route(service: Service, source: str, target: str) -> Pair | None:
     return service.pairs[(source, target)]
 
 
-async def _translate_group(service: Service, pair: Pair | None, texts: list[str], fmt: str, alternatives: int, ask):
-    """Texts of one source language: (translations, alternatives of each). Alternatives come from
-    n-best lists, which take a text as one sentence: a text longer than the model takes, or of
-    several lines, is translated whole without them. `ask`: the request's glossary terms, budget
-    and limits."""
+async def _count_group(service: Service, pair: Pair | None, texts: list[str], fmt: str, alternatives: int, ask):
+    """Texts of one source language charged to the request's budget, nothing decoded: its `decode`
+    gives (translations, alternatives of each). Alternatives come from n-best lists, which take a
+    text as one sentence: a text longer than the model takes, or of several lines, is translated
+    whole without them. `ask`: the request's glossary terms, budget and limits."""
     none = [[] for _ in texts]
     if pair is None:
-        return texts, none
+        return Counted(lambda: _ready((texts, none)))
     terms, budget, limits = ask
     glossary = _glossary(pair.translator.options.glossary, terms, limits)
     options, limit = pair.translator.options.replace(glossary=glossary), pair.translator.max_src_tokens
     if fmt == "html":
-        return await service.translate_pages(pair, texts, "html", options, budget), none
+        pages = await service.count_pages(pair, texts, "html", options, budget)
+        return Counted(lambda: _paired(pages.decode(), none), pages.drop)
     encode = pair.translator.tokenizer.encode_batch
     counts = await asyncio.to_thread(encode, texts) if alternatives else [[]] * len(texts)  # off the event loop
     fits = [bool(alternatives) and "\n" not in t and len(c) <= limit for t, c in zip(texts, counts)]
-    out, others = list(texts), none
-    whole = [i for i, f in enumerate(fits) if not f]
-    if whole:
-        for i, text in zip(whole, (await service.translate(pair, [texts[i] for i in whole], options, True, budget))[0]):
-            out[i] = text
-    short = [i for i, f in enumerate(fits) if f]
-    if short:
-        n_best = options.replace(beam=max(options.beam, alternatives + 1), n_best=alternatives + 1)
-        best, found = await service.translate(pair, [texts[i] for i in short], n_best, True, budget)
-        for i, top, hyps in zip(short, best, found):
-            out[i], others[i] = top, list(dict.fromkeys(h.text for h in hyps[1:] if h.text and h.text != top))
-    return out, others
+    whole, short = [i for i, f in enumerate(fits) if not f], [i for i, f in enumerate(fits) if f]
+    n_best = options.replace(beam=max(options.beam, alternatives + 1), n_best=alternatives + 1)
+    parts = [
+        (rows, await service.count_texts(pair, [texts[i] for i in rows], o, True, budget))
+        for rows, o in ((whole, options), (short, n_best))
+        if rows
+    ]
+
+    async def decode():
+        out, others = list(texts), [[] for _ in texts]
+        for rows, part in parts:
+            best, found = await part.decode()
+            for j, i in enumerate(rows):
+                out[i] = best[j]
+                if found is not None:
+                    others[i] = list(dict.fromkeys(h.text for h in found[j][1:] if h.text and h.text != best[j]))
+        return out, others
+
+    return Counted(decode)
+
+
+async def _ready(value):
+    return value
+
+
+async def _paired(work, second):
+    return await work, second
 
 
 async def translate(service: Service, request, raw: bytes, limits: Limits, budget=None) -> dict:
-    """POST /translate, LibreTranslate's way: the rate limit is charged a text at a time."""
+    """POST /translate, LibreTranslate's way: the rate limit is charged a text at a time, once the
+    request is known to be well formed; every group's sentences are charged before any is decoded."""
     budget = budget or service.budget()
     service.available()
     values = await fields(request, raw, limits)
-    q = values.get("q")
-    service.admit(values.get("api_key"), client_of(request), len(q) if isinstance(q, list) and q else 1)
     q, source, target = _required(values, "q"), _required(values, "source"), _required(values, "target")
     alternatives = _alternatives(values, limits)
     batch = isinstance(q, list)
@@ -177,23 +192,40 @@ async def translate(service: Service, request, raw: bytes, limits: Limits, budge
     fmt = values.get("format") or "text"
     if fmt not in ("text", "html"):
         raise Refused(400, f"{fmt} format is not supported")
-    terms = values.get("glossary")
+    service.admit(values.get("api_key"), client_of(request), len(texts))
     detected = await asyncio.to_thread(_detected, service, texts) if source == "auto" else None
     sources = [d["language"] for d in detected] if detected else [source] * len(texts)
-    out, alts = [None] * len(texts), [None] * len(texts)
-    for code in dict.fromkeys(sources):  # each source language's texts, batched together
-        rows = [i for i, s in enumerate(sources) if s == code]
-        pair = _route(service, code, target)
-        ask = (terms, budget, limits)
-        done, others = await _translate_group(service, pair, [texts[i] for i in rows], fmt, alternatives, ask)
-        for i, text, more in zip(rows, done, others):
-            out[i], alts[i] = text, more
+    groups = {code: [i for i, s in enumerate(sources) if s == code] for code in dict.fromkeys(sources)}
+    out, alts = await _translate_groups(
+        service, groups, texts, target, fmt, alternatives, (values.get("glossary"), budget, limits)
+    )
     answer = {"translatedText": out if batch else out[0]}
     if detected:
         answer["detectedLanguage"] = detected if batch else detected[0]
     if alternatives:
         answer["alternatives"] = alts if batch else alts[0]
     return answer
+
+
+async def _translate_groups(
+    service: Service, groups: dict, texts: list[str], target: str, fmt: str, alternatives: int, ask
+):
+    """Each source language's texts (`groups`: code -> rows), batched together: every group charged
+    first, then each decoded; (translations, alternatives) in the texts' order."""
+    out, alts, counted = [None] * len(texts), [None] * len(texts), []
+    try:
+        for code, rows in groups.items():
+            pair = _route(service, code, target)
+            counted.append((rows, await _count_group(service, pair, [texts[i] for i in rows], fmt, alternatives, ask)))
+        for rows, group in counted:
+            done, others = await group.decode()
+            for i, text, more in zip(rows, done, others):
+                out[i], alts[i] = text, more
+    except BaseException:
+        for _, group in counted:
+            group.drop()
+        raise
+    return out, alts
 
 
 def _glossary(server_glossary, terms, limits: Limits):
@@ -221,12 +253,11 @@ async def detect(service: Service, request, raw: bytes, limits: Limits):
     language's confidence averaged over the texts, ranked by it weighed by the texts' lengths."""
     service.available()
     values = await fields(request, raw, limits)
-    q = values.get("q")
-    service.admit(values.get("api_key"), client_of(request), len(q) if isinstance(q, list) and q else 1)
     q = _required(values, "q")
     texts = q if isinstance(q, list) else [q]
     if not all(isinstance(t, str) for t in texts):
         raise Refused(400, "Invalid request: q must be a string or a list of strings")
+    service.admit(values.get("api_key"), client_of(request), len(texts))
     found = await asyncio.to_thread(detect_ranked, texts, service.sources())  # off the event loop
     if not isinstance(q, list):
         return [{"confidence": float(round(p * 100)), "language": code} for code, p in found[0][:3]]

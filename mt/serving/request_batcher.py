@@ -5,9 +5,11 @@ decoded together, up to a token budget, on one worker thread; with decoding proc
 Only requests with the same decoding options share a batch, and a sampling request never shares
 one (its seed would otherwise depend on its neighbours), so no request's options reach another's.
 
-A request given up on (past its deadline, or its client gone) is skipped while it waits, and a
-batch whose every request has been given up on stops between two decoding steps: its pair is free
-for the next at once.
+A request given up on (its awaiting cancelled: past its deadline) is skipped while it waits, and
+its sentences leave a batch that has not begun to decode; a batch whose every request has been
+given up on stops between two decoding steps (with --processes, only before its batches are sent
+to the processes): its pair is free for the next at once. Nothing here watches for a client that
+disconnects: its request runs on to its answer or its deadline.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -107,14 +110,15 @@ class Batcher:
         try:
             groups: dict = defaultdict(list)
             for job in jobs:
-                if not job.future.done():  # a client that went away is simply skipped
-                    groups[job.group].append(job)
-            for group in groups.values():
+                groups[job.group].append(job)
+            for gathered in groups.values():
+                group = [job for job in gathered if not job.future.done()]  # given up on while others decoded: left out
+                if not group:
+                    continue
                 sentences = [s for job in group for s in job.sentences]
-                if all(job.future.done() for job in group):
-                    continue  # given up on while an earlier group decoded
                 try:
-                    found = await loop.run_in_executor(self.executor, self._decode, sentences, group)
+                    given_up = _all_given_up(group)
+                    found = await loop.run_in_executor(self.executor, self._decode, sentences, group, given_up)
                 except Exception as e:  # noqa: BLE001 - handed to the requests that asked
                     for job in group:
                         if not job.future.done():
@@ -130,9 +134,25 @@ class Batcher:
         finally:
             self._slots.release()
 
-    def _decode(self, sentences: list[str], group: list[Job]):
+    def _decode(self, sentences: list[str], group: list[Job], given_up: threading.Event):
         """The group's sentences decoded (on a worker thread), stopping once no one waits for them."""
-        stop = {"stop": lambda: all(job.future.done() for job in group)} if self._stops else {}
+        stop = {"stop": given_up.is_set} if self._stops else {}
         return self.translator.translate(
             sentences, group[0].options, batch_size=self.batch_size, hypotheses=True, **stop
         )
+
+
+def _all_given_up(group: list[Job]) -> threading.Event:
+    """Set once every job of `group` is given up on: asyncio's futures belong to the event loop's
+    thread, so the decoding thread reads this event instead of them; it is set by their
+    done-callbacks, which run on the loop."""
+    event, waiting = threading.Event(), [len(group)]
+
+    def one_done(future: asyncio.Future) -> None:
+        waiting[0] -= 1
+        if not waiting[0]:
+            event.set()
+
+    for job in group:
+        job.future.add_done_callback(one_done)
+    return event

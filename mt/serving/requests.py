@@ -1,8 +1,9 @@
 """What a POST /translate body may hold, checked before any work is done: the texts, the decoding
 options and whether to cut the texts into sentences ("split", default true), or the HTTP status
 and the one-line reason it is refused. The size limits apply to what is translated: the sentences
-a text is cut into (`check_sizes`, once segmented), each text's lines where it is not split. Before
-that, the texts' count and total size bound the work segmentation and tokenization can take."""
+a text is cut into (`check_sizes`, which the request's budget, mt/serving/budget.py, applies once
+they are segmented), each text's lines where it is not split. Before that, the texts' count and
+total size bound the work segmentation and tokenization can take."""
 
 from __future__ import annotations
 
@@ -91,11 +92,16 @@ def from_mapping(values: dict, defaults: DecodeOptions) -> DecodeOptions:
     return dataclasses.replace(defaults, **values)
 
 
-def check_sizes(sentences: list[str], limits: Limits) -> tuple[int, str] | None:
-    """(413, why) where there are more sentences to translate than the limit or one is too long."""
-    if len(sentences) > limits.max_sentences:
-        return 413, f"{len(sentences)} sentences in one request; the limit is {limits.max_sentences} (--max-sentences)"
-    for i, s in enumerate(sentences):
+def check_sizes(
+    sentences: list[str], limits: Limits, before: int = 0, counted: bool = True, sized: bool = True
+) -> tuple[int, str] | None:
+    """(413, why) where the request would hold more sentences to translate than the limit (`before`
+    of them already charged; `counted` off: a file's, bounded by its characters instead) or one is
+    too long (`sized` off: a document's, which are cut to the model)."""
+    total = before + len(sentences)
+    if counted and total > limits.max_sentences:
+        return 413, f"{total} sentences in one request; the limit is {limits.max_sentences} (--max-sentences)"
+    for i, s in enumerate(sentences if sized else ()):
         if len(s) > limits.max_chars:
             return 413, f"sentence {i} has {len(s)} characters; the limit is {limits.max_chars} (--max-chars)"
     return None
@@ -103,8 +109,8 @@ def check_sizes(sentences: list[str], limits: Limits) -> tuple[int, str] | None:
 
 def parse_request(body, limits: Limits, defaults) -> tuple:
     """(texts, options, split, format) from a request body, or (status, message) for a bad one. The
-    sentences are checked for size once segmented (`check_sizes`); here the texts' count and total
-    size are, and n-best texts, which are translated as given."""
+    sentences are checked for size once segmented (the budget's `check_sizes`); here the texts'
+    count and total size are, and n-best texts, which are translated as given."""
     if not isinstance(body, dict) or "text" not in body:
         return 422, 'the body must be a JSON object with "text": a string or a list of strings'
     text = body["text"]

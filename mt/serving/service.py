@@ -10,6 +10,8 @@ import concurrent.futures
 import dataclasses
 import tempfile
 import threading
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,21 +41,40 @@ class Pair:
         return f"{self.source}->{self.target}"
 
 
-class _Counted(Exception):
-    """A dry run's sentences are counted: the translation it would start is not wanted."""
+@dataclass
+class Counted:
+    """Work charged to its request's budget, none of it decoded: `await counted.decode()` translates
+    it; `counted.drop()` lets it go (a later part of the same request was refused), freeing what
+    waits on it."""
+
+    decode: Callable[[], Awaitable]
+    drop: Callable[[], None] = lambda: None
+
+
+def _settle(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _quiet(future: asyncio.Future) -> None:
+    """A page's failure once the request has already failed is not worth a warning of its own."""
+    if not future.cancelled():
+        future.exception()
 
 
 class BatchedTranslator:
     """A pair's translator as a document's translation sees it (on a worker thread): its sentences
     are charged to the request's budget before any is decoded, then go through the pair's batcher
     with everyone else's, a request's worth at a time, so that other requests decode between them;
-    a document given up on (past --timeout) stops, the part in the batcher included. `counting`:
-    charge the sentences and stop there (`_Counted`), to count a request's documents before any is
-    translated. All else is the translator's own."""
+    a document given up on (past --timeout) stops, the part in the batcher included. With a `gate`
+    (a request of several pages) it says so once its sentences are charged (`counted`) and waits
+    for the gate, which opens once every page of the request is charged: so every page is counted
+    before any is decoded, and each is parsed and segmented once. All else is the translator's own."""
 
-    def __init__(self, pair: Pair, loop, budget: Budget, kind: str, counting: bool = False):
-        self.pair, self.loop, self.budget, self.kind, self.counting = pair, loop, budget, kind, counting
+    def __init__(self, pair: Pair, loop, budget: Budget, kind: str, gate: threading.Event | None = None):
+        self.pair, self.loop, self.budget, self.kind, self.gate = pair, loop, budget, kind, gate
         self.given_up = threading.Event()
+        self.counted = loop.create_future() if gate is not None else None  # made on the loop's own thread
         self._lock, self._pending = threading.Lock(), None
 
     def __getattr__(self, name):
@@ -69,8 +90,9 @@ class BatchedTranslator:
     def translate(self, sentences, options=None, *, hypotheses=False, progress=None, **_):
         glossary = (options or self.pair.translator.options).glossary
         self.budget.charge(sentences, glossary, counted=self.kind != "file", sized=False)
-        if self.counting:
-            raise _Counted
+        if self.gate is not None and sentences:
+            self.loop.call_soon_threadsafe(_settle, self.counted)
+            self.gate.wait(self.budget.left())  # the deadline bounds the wait, whatever the loop does
         found, chunk = [], self.budget.limits.max_sentences
         for start in range(0, len(sentences), chunk):
             with self._lock:
@@ -82,6 +104,8 @@ class BatchedTranslator:
                 found += self._pending.result()
             except concurrent.futures.CancelledError:
                 raise self.budget.timed_out() from None
+        if self.budget.expired():  # what comes back past the deadline is not an answer within it
+            raise self.budget.timed_out()
         return found if hypotheses else [h[0].text for h in found]
 
 
@@ -99,6 +123,7 @@ class Service:
         self.keys = read_keys(keys) if keys else None
         self.rate = RateLimiter(getattr(args, "rate_limit", 0) or 0)
         self._downloads: tempfile.TemporaryDirectory | None = None  # translated files, until fetched
+        self.clock = time.monotonic  # what requests' deadlines are read on
 
     def load_in_background(self) -> None:
         threading.Thread(target=self._load, daemon=True).start()
@@ -143,6 +168,8 @@ class Service:
             if key not in self.keys:
                 raise Refused(403, "Invalid API key")
         verified = self.keys is not None and key in self.keys  # an unchecked key is no way round the rate
+        if self.rate.per_minute and cost > self.rate.per_minute:  # waiting would never let it through
+            raise Refused(413, f"{cost} texts in one request; --rate-limit allows {self.rate.per_minute} a minute")
         if not self.rate.admit(key if verified else client, cost):
             raise Refused(429, f"Slowdown: {self.rate.per_minute} per 1 minute")
 
@@ -187,25 +214,35 @@ class Service:
 
     def budget(self) -> Budget:
         """A new request's budget: its deadline starts now."""
-        return Budget(self.limits)
+        return Budget(self.limits, self.clock)
 
     async def translate(self, pair: Pair, texts: list[str], options, split: bool = True, budget=None):
         """Texts translated (their line breaks kept, their paragraphs cut into sentences unless
         `split` is off): (one string per text, or with n-best options each text's hypotheses
         as one sentence), charged to the request's `budget` before any work."""
         budget = budget or self.budget()
+        return await (await self.count_texts(pair, texts, options, split, budget)).decode()
+
+    async def count_texts(self, pair: Pair, texts: list[str], options, split: bool, budget: Budget) -> Counted:
+        """`translate`'s first half: the texts cut into sentences and charged to the budget (on a
+        worker thread, off the event loop), nothing decoded."""
         if options.n_best > 1:  # one sentence a text, as given
-            budget.charge(texts, options.glossary)
-            found = await self._decode(pair, texts, options, budget)
-            return [h[0].text for h in found], found
-        prepared = await self._within_time(
-            asyncio.to_thread(self._prepare, pair.translator, texts, split, options, budget), budget
-        )
-        sentences, cuts, counts, long = prepared
-        found = await self._decode(pair, sentences, options, budget)
-        self.long_sentences += long
-        joined = join_lines([h[0].text for h in found], cuts, pair.target)
-        return texts_of(joined, counts), None
+            await self._within_time(asyncio.to_thread(budget.charge, texts, options.glossary), budget)
+
+            async def n_best():
+                found = await self._decode(pair, texts, options, budget)
+                return [h[0].text for h in found], found
+
+            return Counted(n_best)
+        prepare = asyncio.to_thread(self._prepare, pair.translator, texts, split, options, budget)
+        sentences, cuts, counts, long = await self._within_time(prepare, budget)
+
+        async def joined():
+            found = await self._decode(pair, sentences, options, budget)
+            self.long_sentences += long
+            return texts_of(join_lines([h[0].text for h in found], cuts, pair.target), counts), None
+
+        return Counted(joined)
 
     def _prepare(self, translator, texts: list[str], split: bool, options, budget: Budget) -> tuple:
         """Texts made ready to translate: their lines cut into sentences, the sentences charged to
@@ -240,28 +277,55 @@ class Service:
         the request's deadline."""
         budget = budget or self.budget()
         translator = BatchedTranslator(pair, asyncio.get_running_loop(), budget, kind)
-        return await self._within_time(
-            self._formatted(translator, data, fmt, options, name), budget, translator.give_up
-        )
+        work = asyncio.to_thread(self._formatted, translator, data, fmt, options, name)
+        return await self._within_time(work, budget, translator.give_up)
 
     async def translate_pages(self, pair: Pair, texts: list[str], fmt: str, options, budget: Budget) -> list[str]:
-        """A request's texts in a format (html, markdown, srt, vtt): all of them counted against its
-        limits first (each parsed and segmented, nothing decoded), then translated in turn."""
-        if len(texts) > 1:
-            counting = Budget(self.limits)
-            counting.deadline = budget.deadline
-            for text in texts:
-                counter = BatchedTranslator(pair, None, counting, "page", counting=True)
-                try:
-                    await self._within_time(self._formatted(counter, text, fmt, options, "the text"), budget)
-                except _Counted:
-                    pass
-        return [await self.translate_document(pair, text, fmt, options, "the text", budget, "page") for text in texts]
+        """A request's texts in a format (html, markdown, srt, vtt), all counted against its limits
+        before any is decoded (`count_pages`), then translated together."""
+        return await (await self.count_pages(pair, texts, fmt, options, budget)).decode()
+
+    async def count_pages(self, pair: Pair, texts: list[str], fmt: str, options, budget: Budget) -> Counted:
+        """Each text parsed, segmented and charged to the budget on a thread of its own, one after
+        another; each then waits there, its work kept, until `decode` opens the gate for all."""
+        loop, gate = asyncio.get_running_loop(), threading.Event()
+        readers = [BatchedTranslator(pair, loop, budget, "page", gate) for _ in texts]
+
+        def drop():
+            for reader in readers:
+                reader.give_up()
+            gate.set()
+
+        # a thread a page: those counted wait at the gate, so a shared pool could fill with them
+        threads = concurrent.futures.ThreadPoolExecutor(max(1, len(texts)), thread_name_prefix="page")
+        pages = []
+        try:
+            for reader, text in zip(readers, texts):
+                page = loop.run_in_executor(threads, self._formatted, reader, text, fmt, options, "the text")
+                page.add_done_callback(_quiet)
+                pages.append(page)
+                await self._within_time(_charged(page, reader.counted), budget, drop)
+        except BaseException:
+            drop()
+            raise
+        finally:
+            threads.shutdown(wait=False)  # its threads end with their pages
+
+        async def decode():
+            gate.set()
+            try:
+                return await self._within_time(asyncio.gather(*pages), budget, drop)
+            except BaseException:
+                drop()
+                raise
+
+        return Counted(decode, drop)
 
     def _formatted(self, translator: BatchedTranslator, data, fmt: str, options, name: str):
+        """`data` translated by `translator` (on a worker thread), within the server's bounds."""
         bounds = Bounds.following(self.limits.max_file_bytes, self.limits.max_document_chars)
-        return asyncio.to_thread(
-            translate_formatted, translator, data, fmt, options,
+        return translate_formatted(
+            translator, data, fmt, options,
             max_chars=self.limits.max_document_chars, name=name, archive_bounds=bounds,
         )  # fmt: skip
 
@@ -282,3 +346,10 @@ class Service:
                 }
             )
         return {"pairs": out, "long_sentences_cut": self.long_sentences, "limits": dataclasses.asdict(self.limits)}
+
+
+async def _charged(page: asyncio.Future, counted: asyncio.Future) -> None:
+    """Once a page's sentences are charged, or it is done without any (its refusal raised)."""
+    await asyncio.wait([page, counted], return_when=asyncio.FIRST_COMPLETED)
+    if page.done():
+        page.result()

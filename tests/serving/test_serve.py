@@ -469,20 +469,30 @@ def test_a_requests_sentences_and_terms_are_charged_together():
         Budget(Limits(max_sentence_terms=2)).charge(["chat chien chat"], glossary)
 
 
-def _pages_service(timeout_s: float):
-    """A service over a stub pair whose batcher takes 0.2 s a call: pages in turn add up."""
-    import asyncio
+class FakeClock:
+    """A clock that moves only when told: deadlines then never hinge on how fast this machine is."""
 
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _pages_service(timeout_s: float, clock=None):
+    """A service over a stub pair whose batcher takes 40 s of `clock` a call (none of the real
+    clock): pages in turn add up; the calls' sentence counts are recorded."""
     from mt.serving.requests import Limits
 
     service = stub_service(Limits(timeout_s=timeout_s))
+    service.clock = clock or FakeClock()
     pair = service.pairs[("fr", "en")]
     pair.translator.cfg.data.tgt_lang = "en"
     calls = []
 
     async def slow(sentences, options):
         calls.append(len(sentences))
-        await asyncio.sleep(0.2)
+        service.clock.now += 40
         return [[type("H", (), {"text": s.upper(), "ids": [], "tokens": []})()] for s in sentences]
 
     pair.batcher.translate = slow
@@ -490,14 +500,14 @@ def _pages_service(timeout_s: float):
 
 
 def test_a_request_of_several_pages_has_one_deadline_not_one_a_page():
-    """Three pages of 0.2 s each under a 0.5 s --timeout: the request is cut at 0.5 s (504), where a
-    timeout per page let each page have its own."""
+    """Three pages of 40 s each (on a clock that moves only as they decode) under a 60 s --timeout:
+    each page is within a minute of its own start, but the request is past its one deadline (504)."""
     import asyncio
 
     pytest.importorskip("markdown_it", reason="the formats extra is not installed (pip install 'mt[formats]')")
     from mt.serving.requests import Refused
 
-    service, pair, calls = _pages_service(0.5)
+    service, pair, calls = _pages_service(60)
 
     async def scenario():
         budget = service.budget()
@@ -505,7 +515,137 @@ def test_a_request_of_several_pages_has_one_deadline_not_one_a_page():
 
     with pytest.raises(Refused) as refused:
         asyncio.run(scenario())
-    assert refused.value.status == 504 and len(calls) < 3
+    assert refused.value.status == 504 and len(calls) <= 3
+
+
+def test_pages_are_parsed_once_counted_together_and_decoded_together(monkeypatch):
+    """Each page of a request is parsed, segmented and tokenized once: its work waits, counted, until
+    every page is, then all decode; a page past a limit is refused before any decodes."""
+    import asyncio
+
+    pytest.importorskip("markdown_it", reason="the formats extra is not installed (pip install 'mt[formats]')")
+    from mt.serving import service as service_module
+    from mt.serving.requests import Limits, Refused
+
+    parsed = []
+
+    def counting(translator, data, *args, **kwargs):
+        parsed.append(data)
+        return translate_formatted(translator, data, *args, **kwargs)
+
+    translate_formatted = service_module.translate_formatted
+    monkeypatch.setattr(service_module, "translate_formatted", counting)
+    service, pair, calls = _pages_service(600)
+    pages = ["le chat", "Le chien dort. La femme lit.", "", "la maison"]
+    answer = asyncio.run(service.translate_pages(pair, pages, "markdown", None, service.budget()))
+    assert answer == ["LE CHAT", "LE CHIEN DORT. LA FEMME LIT.", "", "LA MAISON"] and sorted(parsed) == sorted(pages)
+    assert sorted(calls) == [1, 1, 2]
+    service.limits = Limits(max_sentences=3, timeout_s=600)
+    parsed.clear(), calls.clear()
+    with pytest.raises(Refused, match="--max-sentences"):
+        asyncio.run(service.translate_pages(pair, pages, "markdown", None, service.budget()))
+    assert calls == [] and len(parsed) <= len(pages)
+
+
+def test_a_files_glossary_terms_are_held_a_sentence_at_a_time_not_to_the_requests_limit():
+    """A file's sentences are bounded by its characters, not counted: with the operator's glossary a
+    long document must not meet --max-terms, while --max-sentence-terms still holds for each."""
+    from mt.glossary import Glossary
+    from mt.serving.budget import Budget
+    from mt.serving.requests import Limits, Refused
+
+    glossary = Glossary.of([("chat", "dog"), ("chien", "cat")])
+    budget = Budget(Limits(max_sentences=4, max_terms=3, max_sentence_terms=2))
+    budget.charge(["le chat et le chien"] * 100, glossary, counted=False, sized=False)
+    with pytest.raises(Refused, match="--max-sentence-terms"):
+        budget.charge(["chat chien chat"], glossary, counted=False, sized=False)
+
+
+def test_a_libretranslate_request_is_charged_in_full_before_any_of_it_decodes():
+    """Alternatives split a request: texts of several lines are translated whole, the others as
+    n-best lists. Five sentences under --max-sentences 4 are refused before either part decodes."""
+    import asyncio
+
+    from starlette.requests import Request
+
+    from mt.serving import libretranslate
+    from mt.serving.requests import Limits, Refused
+
+    limits = Limits(max_sentences=4)
+    service = stub_service(limits)
+    calls = []
+
+    async def translate(sentences, options):
+        calls.append(list(sentences))
+        raise AssertionError("decoded before the whole request was charged")
+
+    service.pairs[("fr", "en")].batcher.translate = translate
+    body = {"q": ["le chat\nnoir", "un", "deux", "trois"], "source": "fr", "target": "en", "alternatives": 1}
+    scope = {"type": "http", "method": "POST", "path": "/translate", "query_string": b"", "client": ("10.0.0.1", 1),
+             "headers": [(b"content-type", b"application/json")]}  # fmt: skip
+    raw = json.dumps(body).encode()
+    with pytest.raises(Refused, match="--max-sentences") as refused:
+        asyncio.run(libretranslate.translate(service, Request(scope), raw, limits))
+    assert refused.value.status == 413 and calls == []
+
+
+def test_the_rate_is_charged_for_well_formed_requests_and_one_over_it_entirely_is_413():
+    import asyncio
+
+    from mt.serving import app
+    from mt.serving.access import RateLimiter
+    from mt.serving.requests import Limits, Refused
+
+    service = stub_service(Limits())
+    service.rate = RateLimiter(6)
+    malformed = asyncio.run(app.answer(service, json.dumps({"text": [1, 2, 3, 4, 5]}).encode(), Limits(), "c"))
+    assert malformed.status_code == 422  # and it cost nothing:
+    five = asyncio.run(app.answer(service, json.dumps({"text": ["un"] * 5}).encode(), Limits(), "c"))
+    assert five["translations"] == ["UN"] * 5
+    with pytest.raises(Refused, match="--rate-limit") as over:
+        asyncio.run(app.answer(service, json.dumps({"text": ["un"] * 7}).encode(), Limits(), "other"))
+    with pytest.raises(Refused) as again:
+        asyncio.run(app.answer(service, json.dumps({"text": ["un"] * 2}).encode(), Limits(), "c"))
+    assert over.value.status == 413 and again.value.status == 429
+
+
+def test_a_request_given_up_while_an_earlier_group_decodes_leaves_its_own_group():
+    """Two requests gathered into one group: the one given up on before the group decodes is not
+    decoded with it."""
+    import asyncio
+    import threading
+    from types import SimpleNamespace
+
+    from mt.decode_options import DecodeOptions
+    from mt.inference.search import Hypothesis
+    from mt.serving.request_batcher import Batcher, Job
+
+    decoded, release = [], threading.Event()
+
+    def translate(sentences, options, *, batch_size=64, hypotheses=True, stop=None):
+        decoded.append(list(sentences))
+        if options.beam == 2:
+            release.wait(30)
+        return [[Hypothesis(s.upper(), 0.0, [])] for s in sentences]
+
+    translator = SimpleNamespace(translate=translate, tokenizer=SimpleNamespace(encode_batch=lambda t: [[1]] * len(t)))
+
+    async def scenario():
+        batcher, loop = Batcher(translator), asyncio.get_running_loop()
+        jobs = [Job([text], DecodeOptions(beam=beam), 2, loop.create_future())
+                for text, beam in (("first", 2), ("gone", 1), ("kept", 1))]  # fmt: skip
+        await batcher._slots.acquire()
+        work = loop.create_task(batcher._decode_jobs(jobs))
+        while not decoded:  # the first group is decoding
+            await asyncio.sleep(0.01)
+        jobs[1].future.cancel()
+        release.set()
+        await work
+        batcher.executor.shutdown()
+        return jobs[2].future.result()
+
+    assert asyncio.run(scenario())[0][0].text == "KEPT"
+    assert decoded == [["first"], ["kept"]]
 
 
 def test_a_decode_given_up_on_stops_between_steps_and_frees_its_pair():
