@@ -22,6 +22,23 @@ from mt.inference.processes import DecodingProcesses, ProcessDied
 from mt.inference.search import Cancelled, Hypothesis, beam_search, greedy_or_sample, target_logprobs
 from mt.runtime import Runtime
 
+# Source tokens a decoding batch holds at most, padding included: a batch's caches grow with its
+# sentences times their length, so long sentences (news, not captions) come in fewer at a time.
+BATCH_TOKENS = 2048
+
+
+def token_bounded(items: list, lengths: list[int], batch_size: int, max_tokens: int) -> Iterator[list]:
+    """`items`, in order (shortest first), cut into runs of at most `batch_size` whose count times
+    the longest length stays within `max_tokens` (a single item always makes a batch)."""
+    batch: list = []
+    for item, length in zip(items, lengths):
+        if batch and (len(batch) == batch_size or (len(batch) + 1) * length > max_tokens):
+            yield batch
+            batch = []
+        batch.append(item)
+    if batch:
+        yield batch
+
 
 class Translator:
     """Trained translation model(s), the tokenizer and the recipe's decoding defaults."""
@@ -90,10 +107,10 @@ class Translator:
     def batches(
         self, encoded: list[list[int]], batch_size: int, skip_empty: bool = True
     ) -> Iterator[tuple[list[int], torch.Tensor]]:
-        """Length-sorted batches of the (non-empty) inputs: (their indices, (B, S) padded ids with <END>)."""
+        """Length-sorted batches of the (non-empty) inputs: (their indices, (B, S) padded ids with <END>),
+        each of at most `batch_size` sentences and BATCH_TOKENS padded source tokens."""
         todo = sorted((i for i, ids in enumerate(encoded) if ids or not skip_empty), key=lambda i: len(encoded[i]))
-        for start in range(0, len(todo), batch_size):
-            rows = todo[start : start + batch_size]
+        for rows in token_bounded(todo, [len(encoded[i]) + 1 for i in todo], batch_size, BATCH_TOKENS):
             src = torch.zeros(len(rows), len(encoded[rows[-1]]) + 1, dtype=torch.long)
             for j, i in enumerate(rows):
                 src[j, : len(encoded[i]) + 1] = torch.tensor(encoded[i] + [END])

@@ -255,3 +255,17 @@ def test_a_beam_wider_than_half_the_vocabulary_still_searches(translator):
             scores = [h.score for h in hyps]
             assert len(hyps) == 3 and all(isinstance(h.text, str) for h in hyps)
             assert scores == sorted(scores, reverse=True) and scores[0] >= g[0].score - 1e-3
+
+
+def test_decoding_batches_are_bounded_in_padded_tokens_and_cover_every_sentence_once(translator):
+    """Long sentences come fewer to a batch, so a batch's caches (sentences x length) stay bounded."""
+    from mt.inference.translator import BATCH_TOKENS, token_bounded
+
+    assert list(token_bounded(list("abcdef"), [1, 2, 3, 4, 5, 6], 3, 12)) == [["a", "b", "c"], ["d", "e"], ["f"]]
+    assert list(token_bounded(["long"], [50], 8, 10)) == [["long"]]  # one too long for the bound still goes
+    encoded = [[5] * n for n in [3, 200, 8, 120, 1, 40] * 30]
+    batches = list(translator.batches(encoded, 64))
+    seen = sorted(i for rows, _ in batches for i in rows)
+    assert seen == list(range(len(encoded)))
+    assert all(src.shape[0] <= 64 and (src.numel() <= BATCH_TOKENS or src.shape[0] == 1) for _, src in batches)
+    assert max(src.shape[0] for _, src in batches) == 64  # short sentences still fill a batch
