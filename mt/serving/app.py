@@ -180,6 +180,8 @@ async def answer(service: Service, raw: bytes, limits: Limits, client: str = "lo
     body = decode_body(raw, limits)
     if isinstance(body, tuple):
         return error(*body)
+    key = body.get("api_key") if isinstance(body, dict) else None
+    service.admit(key, client, cost=0)  # who asks first: the key, before the body's fields are read
     languages = language_fields(body)
     if isinstance(languages[0], int):
         return error(*languages)
@@ -188,7 +190,7 @@ async def answer(service: Service, raw: bytes, limits: Limits, client: str = "lo
     if isinstance(parsed[0], int):
         return error(*parsed)
     texts, options, split, fmt = parsed
-    service.admit(body.get("api_key"), client, max(1, len(texts)))  # a malformed request costs its client no rate
+    service.admit(key, client, max(1, len(texts)), check_key=False)  # a malformed request costs no rate
     start = time.perf_counter()
     if fmt != "text":
         translations, found = await service.translate_pages(pair, texts, fmt, options, budget), None
