@@ -85,7 +85,7 @@ def task_args(task: str, folder: Path) -> list[str]:
         else ["tokenizer.kind=char"]
     )
     return [
-        "recipes/fr_en.yaml",
+        "recipes/multi30k.yaml",  # a base without cleaning: the harness's corpora repeat on purpose
         *COMMON,
         *tokens,
         f"data.train={train}",
