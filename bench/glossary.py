@@ -1,7 +1,7 @@
 """A glossary enforced by constrained beam search (mt/inference/constraints.py), against plain beam
 search, on a term test built from validation data.
 
-    python bench/glossary.py --model runs/fr_en [--out bench/results/glossary.json]
+    python bench/glossary.py --model runs/fr_en [--valid multi30k] [--out bench/results/glossary.json]
 
 The test: validation sentences whose reference uses a content word the model's own translation
 lacks (the reference says "guy" where the model says "man"). The source word that word translates
@@ -91,12 +91,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="runs/fr_en")
     p.add_argument("--out", type=Path, default=Path("bench/results/glossary.json"))
+    p.add_argument("--valid", help="the validation set to build the test from (default: the run's first)")
     args = p.parse_args(argv)
     translator = Translator.load(args.model)
     cfg, options = translator.cfg, translator.options
-    sources, references = columns(
-        load_pairs(cfg.data.valid, "valid", cfg.data.src_lang, cfg.data.tgt_lang), "src", "tgt"
-    )
+    valid = args.valid or (cfg.data.valid[0] if isinstance(cfg.data.valid, list) else cfg.data.valid)
+    sources, references = columns(load_pairs(valid, "valid", cfg.data.src_lang, cfg.data.tgt_lang), "src", "tgt")
     plain = translator.translate(sources, options)
     train = load_pairs({"corpus": "multi30k"}, "train", cfg.data.src_lang, cfg.data.tgt_lang)
     terms = terms_by_alignment(translator, sources, references, plain, common_words(zip(*columns(train, "src", "tgt"))))
