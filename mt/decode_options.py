@@ -30,6 +30,7 @@ class DecodeOptions:
     scoring: Literal["gnmt", "marian"] = "gnmt"  # gnmt: mt's recipes; marian: as transformers scores (imports)
     renormalize: bool | None = None  # softmax over the producible tokens only; null: as scoring says (gnmt yes)
     glossary: Glossary | None = None  # terms the output must use (--glossary FILE; a request's "glossary")
+    shortlist: bool = True  # CPU: score only the target pieces the source can produce, where the run has a shortlist
 
     def __post_init__(self):
         _check(self)
@@ -90,6 +91,8 @@ def _check(o: DecodeOptions) -> None:
         raise UserError(f"sampling (temperature {o.temperature}) picks one token at a time: use beam 1, not {o.beam}")
     if (o.top_k is not None or o.top_p is not None) and not o.sampling:
         raise UserError("top_k and top_p restrict sampling: give a temperature > 0 too")
+    if not isinstance(o.shortlist, bool):
+        raise UserError(f"shortlist must be true or false, got {o.shortlist!r}")
     if o.renormalize is not None and not isinstance(o.renormalize, bool):
         raise UserError(f"renormalize must be true, false or null, got {o.renormalize!r}")
     if o.glossary is not None and not isinstance(o.glossary, Glossary):

@@ -81,6 +81,15 @@ def add_decoding_args(p: argparse.ArgumentParser) -> None:
     add_glossary_arg(p)
     p.add_argument("--max-len", type=int, help="most output tokens per sentence (default: twice the source plus 10)")
     p.add_argument("--n-best", type=int, help="print the N best hypotheses per input with their scores (N <= beam)")
+    add_shortlist_arg(p)
+
+
+def add_shortlist_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-shortlist",
+        action="store_true",
+        help="score the whole vocabulary at each step, even where the run has a shortlist (python -m mt.shortlist)",
+    )
 
 
 def add_scoring_arg(p: argparse.ArgumentParser) -> None:
@@ -117,6 +126,7 @@ def from_args(args: argparse.Namespace, defaults: DecodeOptions) -> DecodeOption
         "n_best": args.n_best,
         "beam": 1 if args.greedy or args.sample else args.beam,
         "temperature": 0.0 if args.greedy or args.beam else None,
+        "shortlist": False if getattr(args, "no_shortlist", False) else None,
     }
     changes["glossary"] = glossary_of(args)
     if changes["glossary"] and args.sample:

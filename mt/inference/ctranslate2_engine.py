@@ -4,8 +4,9 @@ mt's Transformer (fused self-attention QKV, cross-attention split into query and
 pre- or post-LayerNorm, GELU, ReLU or swish, the position table itself, tied or untied output,
 an optional logits bias) maps weight for weight onto CTranslate2's TransformerSpec. The export
 directory also holds the run's tokenizer and config, so `python -m mt.translate --engine
-ctranslate2 --model DIR` needs nothing else. ctranslate2 is an optional extra: pip install
-"mt[ctranslate2]".
+ctranslate2 --model DIR` needs nothing else, and the run's shortlist as CTranslate2's vocabulary
+map (vmap.txt), which decoding on a CPU uses unless the shortlist is turned off. ctranslate2 is an
+optional extra: pip install "mt[ctranslate2]".
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from mt.data.tokenizer import load_tokenizer
 from mt.data.vocab import SPECIALS
 from mt.decode_options import DecodeOptions
 from mt.errors import UserError, require_extra
+from mt.inference.shortlist import Shortlist, run_shortlist
 from mt.model import positions
 
 CONFIG_FILE = "mt_config.json"
+VMAP_FILE = "vmap.txt"  # the name CTranslate2 reads a vocabulary map by (use_vmap)
 
 
 def _array(t: torch.Tensor):
@@ -93,8 +96,23 @@ def model_spec(model, vocab: list[str]):
     return spec
 
 
+def vmap_text(shortlist: Shortlist, vocab: list[str]) -> str:
+    """A shortlist as CTranslate2's vocabulary map: a line per source piece, the piece, a tab and
+    its target pieces joined by spaces; the line with an empty source holds those always allowed
+    (CTranslate2 adds <unk>, the start and the end itself). Pieces with a space or tab in them
+    cannot be written: none of SentencePiece's have one."""
+    writable = [bool(p) and not any(c.isspace() for c in p) for p in vocab]
+    pieces = lambda ids: " ".join(vocab[i] for i in dict.fromkeys(ids) if writable[i])  # noqa: E731
+    lines = [f"\t{pieces(shortlist.frequent.tolist())}"]
+    for source, targets in enumerate(shortlist.table.tolist()[: len(vocab)]):
+        if writable[source] and source >= len(SPECIALS):
+            lines.append(f"{vocab[source]}\t{pieces(targets)}")
+    return "".join(line + "\n" for line in lines)
+
+
 def export(run_dir: str | Path, out_dir: str | Path, quantization: str | None = None) -> Path:
-    """Write run_dir's model as a CTranslate2 model directory with the tokenizer and config beside it."""
+    """Write run_dir's model as a CTranslate2 model directory with the tokenizer and config beside
+    it, and its shortlist where it has one (vmap.txt)."""
     require_extra("ctranslate2", "ctranslate2", "the CTranslate2 export")
     from mt.inference.loading import load_run
 
@@ -111,6 +129,9 @@ def export(run_dir: str | Path, out_dir: str | Path, quantization: str | None = 
     spec.save(str(out_dir))
     tokenizer.save(out_dir)
     (out_dir / CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2))
+    shortlist = run_shortlist([run_dir], tokenizer.fingerprint(), tokenizer.vocab_size)
+    if shortlist is not None:
+        (out_dir / VMAP_FILE).write_text(vmap_text(shortlist, tokenizer.vocabulary()), encoding="utf-8")
     return out_dir
 
 
@@ -132,6 +153,8 @@ class CTranslate2Translator:
         self.options: DecodeOptions = self.cfg.decode
         self.max_src_tokens = positions(self.cfg) - 1  # room for the source's <END>
         self.said: set[str] = set()  # the notes printed, each once
+        # the shortlist (mt.export's vmap.txt): on a CPU only, as mt's own engine uses it
+        self.vmap = (model_dir / VMAP_FILE).is_file() and device != "cuda"
         threads = threads or torch.get_num_threads()
         self.engine = ctranslate2.Translator(
             str(model_dir),
@@ -176,6 +199,7 @@ class CTranslate2Translator:
             sampling_topk=(o.top_k or 0) if o.sampling else 1,
             sampling_topp=o.top_p or 1.0,
             sampling_temperature=o.temperature or 1.0,
+            use_vmap=self.vmap and o.shortlist and not o.sampling,  # sampling: the whole vocabulary, as mt's
         )
         for i, r in zip(todo, results):
             found[i] = [

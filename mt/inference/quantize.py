@@ -1,5 +1,7 @@
 """Opt-in int8 dynamic quantization of the Linear layers, for faster CPU translation."""
 
+import copy
+import threading
 import warnings
 
 import torch
@@ -31,16 +33,24 @@ def _split_cross_projections(model: nn.Module) -> None:
 AMX_ONEDNN_FROM_MACS = 6_000_000
 
 
+_ENGINE_SWITCH = threading.Lock()  # decoding threads pack a shortlist's rows side by side
+
+
+def _packed_on(engine: str | None, weight: torch.Tensor, bias: torch.Tensor | None):
+    """int8 weights and bias packed for `engine`'s kernels (None: the engine in force)."""
+    with _ENGINE_SWITCH:
+        before = torch.backends.quantized.engine
+        torch.backends.quantized.engine = engine or before  # packing follows the engine; calls follow the packing
+        try:
+            return torch.ops.quantized.linear_prepack(weight, bias)
+        finally:
+            torch.backends.quantized.engine = before
+
+
 def _packed_for_onednn(packed):
     """The same int8 weights and bias, packed for oneDNN's kernels (which quantize activations to all
     8 bits, where fbgemm takes 7)."""
-    weight, bias = torch.ops.quantized.linear_unpack(packed)
-    engine = torch.backends.quantized.engine
-    torch.backends.quantized.engine = "onednn"  # packing follows the engine in force; calls follow the packing
-    try:
-        return torch.ops.quantized.linear_prepack(weight, bias)
-    finally:
-        torch.backends.quantized.engine = engine
+    return _packed_on("onednn", *torch.ops.quantized.linear_unpack(packed))
 
 
 class Int8Linear(nn.Module):
@@ -59,6 +69,17 @@ class Int8Linear(nn.Module):
         if self.large_packed is not None and x.numel() >= self.large_from:
             return torch.ops.quantized.linear_dynamic(x, self.large_packed, False)
         return torch.ops.quantized.linear_dynamic(x, self.packed, self.reduce_range)
+
+    def rows(self, ids: torch.Tensor) -> "Int8Linear":
+        """This layer with output rows `ids` (A,) alone, packed for the same kernels: a shortlist's
+        output layer, packed once a batch. In float (dequantized) it was slower than the whole int8
+        layer (bench/shortlist.py)."""
+        weight, bias = torch.ops.quantized.linear_unpack(self.packed)
+        part = copy.copy(self)
+        engine = None if self.reduce_range else "onednn"  # fbgemm's 7-bit activations, or oneDNN's 8
+        part.packed = _packed_on(engine, weight.index_select(0, ids), None if bias is None else bias[ids])
+        part.large_packed = None if self.large_packed is None else _packed_for_onednn(part.packed)
+        return part
 
     def repack_for_onednn(self) -> None:
         """Every call on oneDNN's kernels."""

@@ -3,14 +3,17 @@ reuses the same decoding step; forced decoding scores given outputs with the sam
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
 from mt.cpu import heap
-from mt.data.vocab import END, PAD, START
+from mt.data.vocab import END, PAD, SPECIALS, START
+from mt.inference.quantize import Int8Linear
 from mt.inference.selection import argmax_rows, topk_rows
 from mt.model import move_rows_
 
@@ -96,10 +99,22 @@ class Decoder:
     `step` gives (B * beams, V) log-probabilities of the next token (an ensemble averages the
     models' probabilities); `keep` selects rows, to follow beam search's choices or to drop
     finished sentences so that later steps compute only what is still being decoded. The encoder
-    memory and the cross-attention caches hold each sentence once, whatever the number of beams."""
+    memory and the cross-attention caches hold each sentence once, whatever the number of beams.
+
+    With `vocabulary`, (A,) sorted ids (a shortlist's for this batch: mt/inference/shortlist.py),
+    the output layer is computed for those alone, its rows sliced once here, and the softmax runs
+    over them; `best_next` and `greedy_next` give ids of the whole vocabulary back. The specials
+    must be among them (they keep their places: <pad>, <START> and <END> are ids 0, 2, 3 of both)."""
 
     def __init__(
-        self, models, src: torch.Tensor, steps: int, use_cache: bool = True, beams: int = 1, whole_vocabulary=False
+        self,
+        models,
+        src: torch.Tensor,
+        steps: int,
+        use_cache: bool = True,
+        beams: int = 1,
+        whole_vocabulary=False,
+        vocabulary: torch.Tensor | None = None,
     ):
         self.models = models if isinstance(models, (list, tuple)) else [models]
         # whole_vocabulary: <START>, which is Marian's <pad>, stays in the softmax and is then banned,
@@ -112,7 +127,18 @@ class Decoder:
             fp32 = memory.dtype == torch.float32 and not torch.is_autocast_enabled(src.device.type)
             self.masks.append(_additive(mask) if fp32 else mask)
             self.caches.append(model.new_cache(memory, steps, beams) if use_cache else None)
-        self.vocab = self.models[0].embed.tokens.num_embeddings
+        self.vocab = self.models[0].embed.tokens.num_embeddings  # the output size: A with a shortlist
+        self.heads = [model.head for model in self.models]
+        self.ids: torch.Tensor | None = None  # (A,) the whole vocabulary's id of each output, with a shortlist
+        if vocabulary is not None:
+            self._restrict(vocabulary)
+
+    def _restrict(self, ids: torch.Tensor) -> None:
+        specials = torch.arange(len(SPECIALS), device=ids.device)
+        if ids.numel() < len(SPECIALS) or not bool((ids[: len(SPECIALS)] == specials).all()):
+            raise ValueError("a shortlist's vocabulary must start with every special id")
+        self.ids, self.vocab = ids, ids.numel()
+        self.heads = [_head_rows(model.head, ids) for model in self.models]
 
     @property
     def cached(self) -> bool:
@@ -121,7 +147,10 @@ class Decoder:
     def step(self, tokens: torch.Tensor, last_only: bool = True, normalize: bool = True) -> torch.Tensor:
         """(B, 1) newest tokens (or, without a cache, (B, T) whole prefixes) -> (B, V) float
         log-probabilities of the next token, or (B, T, V) for every position with last_only=False;
-        <pad> and <START> are never produced. normalize=False leaves one model's logits as they are."""
+        <pad> and <START> are never produced. normalize=False leaves one model's logits as they are.
+        Over the whole vocabulary: sampling and forced scoring make their Decoder without `vocabulary`."""
+        if self.ids is not None:
+            raise ValueError("Decoder.step gives the whole vocabulary's scores; this one has a shortlist")
         return self._scores(self._states(tokens, last_only), slice(None), normalize)
 
     def best_next(
@@ -130,14 +159,18 @@ class Decoder:
         """Each row's `count` most likely next tokens, (B, count) log-probabilities and ids, best
         first; rows `forced` (at their length limit) produce <END> alone. With `extra`, (B, M)
         token ids, their log-probabilities too, (B, M). Computed in slices of rows
-        (`_row_slices`), so the whole (B, V) log-probabilities never exist at once on a CPU."""
+        (`_row_slices`), so the whole (B, V) log-probabilities never exist at once on a CPU. `extra`
+        needs the whole vocabulary: constrained search decodes without a shortlist."""
+        if extra is not None and self.ids is not None:
+            raise ValueError("extra tokens are scored over the whole vocabulary; this Decoder has a shortlist")
         states = self._states(tokens)
         count = min(count, self.vocab)
         parts = []
         for rows in self._slices(states):
             logp = _only_end(self._scores(states, rows), forced[rows])
-            top = topk_rows(logp, count)
-            parts.append(top if extra is None else (*top, logp.gather(1, extra[rows])))
+            top_logp, top = topk_rows(logp, count)
+            top = top if self.ids is None else self.ids[top]
+            parts.append((top_logp, top) if extra is None else (top_logp, top, logp.gather(1, extra[rows])))
         return _joined(parts)
 
     def greedy_next(self, tokens: torch.Tensor, forced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -149,7 +182,8 @@ class Decoder:
             _greedy_pick(self._scores(states, rows, normalize=not raw), forced[rows], normalized=not raw)
             for rows in self._slices(states)
         ]
-        return _joined(picks)
+        nxt, logp = _joined(picks)
+        return (nxt if self.ids is None else self.ids[nxt]), logp
 
     def _states(self, tokens: torch.Tensor, last_only: bool = True) -> list[torch.Tensor]:
         """Each model's decoder output before its output layer: (B, D), or (B, T, D) with last_only=False."""
@@ -167,8 +201,8 @@ class Decoder:
         probabilities); normalize=False leaves one model's logits as they are (greedy takes their
         argmax before it normalises)."""
         outs = []
-        for model, h in zip(self.models, states):
-            logits = model.head(h[rows]).float()
+        for head, h in zip(self.heads, states):
+            logits = head(h[rows]).float()
             logits[..., PAD] = float("-inf")  # plain slices: no index tensor to copy over
             if not self.start_in_softmax:
                 logits[..., START] = float("-inf")
@@ -200,6 +234,15 @@ class Decoder:
                     cross_cache.move_rows(*sentence_moves, sentences.numel())
                 else:
                     cross_cache.reorder(sentences)
+
+
+def _head_rows(head, ids: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """An output layer's rows `ids` (A,) as a layer of their own, (.., D) -> (.., A): sliced once a
+    batch, so each step multiplies by A rows instead of V (int8 ones packed again as int8)."""
+    if isinstance(head, Int8Linear):
+        return head.rows(ids)
+    bias = None if head.bias is None else head.bias[ids]
+    return functools.partial(F.linear, weight=head.weight[ids], bias=bias)
 
 
 # On a CPU the next-token scores of a step are computed in equal slices of rows when the whole
@@ -306,14 +349,18 @@ def greedy_or_sample(
     max_len: int | None = None,
     whole_vocabulary: bool = False,
     stop: Callable[[], bool] | None = None,
+    vocabulary: torch.Tensor | None = None,
 ) -> tuple[list[list[int]], torch.Tensor]:
     """Decode (B, S) sources one token at a time with the KV cache (use_cache=False re-runs the
     decoder over the whole prefix each step: only for measuring what the cache saves). Finished
     sentences leave the batch. Returns the ids of each output (without <END>) and each output's
-    log-probability under the model. `stop`, asked before each step, raises `Cancelled` when true."""
+    log-probability under the model. `stop`, asked before each step, raises `Cancelled` when true.
+    `vocabulary`, (A,) ids: a shortlist for greedy decoding (`Decoder`); sampling ignores it and
+    draws from the whole vocabulary, the model's own distribution."""
     limits = output_limits(src, _max_positions(models), max_len)  # (B,)
     b, steps = src.size(0), int(limits.max())
-    state = Decoder(models, src, steps, use_cache, whole_vocabulary=whole_vocabulary)
+    vocabulary = None if temperature > 0 else vocabulary
+    state = Decoder(models, src, steps, use_cache, whole_vocabulary=whole_vocabulary, vocabulary=vocabulary)
     out = torch.full((b, steps), PAD, dtype=torch.long, device=src.device)
     score = torch.zeros(b, device=src.device)
     live = torch.arange(b, device=src.device)  # the original row of each row still decoding
@@ -448,6 +495,7 @@ def beam_search(
     whole_vocabulary: bool | None = None,
     choice: TopK | None = None,
     stop: Callable[[], bool] | None = None,
+    vocabulary: torch.Tensor | None = None,
 ) -> tuple[list[list[list[int]]], torch.Tensor]:
     """Batched beam search: hypotheses ending among the `beam` best candidates finish, scored by
     log-probability / length penalty (`scoring`: `_length_penalty`). A sentence is done when the
@@ -456,13 +504,16 @@ def beam_search(
     `n_best` ids (no <END>), best first, and (B, N) scores. `whole_vocabulary`: as
     DecodeOptions.whole_vocabulary (default: as `scoring` says). `choice`: what each step keeps
     (default `TopK`; constrained search: mt/inference/constraints.py). `stop`, asked before each
-    step, raises `Cancelled` when true: a request given up on stops using the CPU."""
+    step, raises `Cancelled` when true: a request given up on stops using the CPU. `vocabulary`, (A,)
+    ids: the batch's shortlist (`Decoder`); scores are then log-probabilities under a softmax over
+    those ids. A `choice` that scores extra tokens needs the whole vocabulary."""
     k, device, b = beam, src.device, src.size(0)
     choice = choice or TopK(k)
     whole_vocabulary = scoring == "marian" if whole_vocabulary is None else whole_vocabulary
     limits = output_limits(src, _max_positions(models), max_len)  # (B,)
     steps = int(limits.max())
-    state = Decoder(models, src, steps, use_cache, whole_vocabulary=whole_vocabulary)  # one row a sentence at step 0
+    # one row a sentence at step 0
+    state = Decoder(models, src, steps, use_cache, whole_vocabulary=whole_vocabulary, vocabulary=vocabulary)
     kept = k if scoring == "marian" else n_best
     result = _Finished(b, kept, steps, device)
     finished = _Finished(b, kept, steps, device)  # for the sentences still in the batch

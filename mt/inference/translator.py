@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import torch
 
@@ -20,6 +21,7 @@ from mt.inference.constraints import Constraints, DynamicBeamAllocation, build_c
 from mt.inference.loading import DEFAULT_MODEL, load_models
 from mt.inference.processes import DecodingProcesses, ProcessDied
 from mt.inference.search import Cancelled, Hypothesis, beam_search, greedy_or_sample, target_logprobs
+from mt.inference.shortlist import Shortlist, run_shortlist
 from mt.runtime import Runtime
 
 # Source tokens a decoding batch holds at most, padding included: a batch's caches grow with its
@@ -55,6 +57,7 @@ class Translator:
         self.said: set[str] = set()  # the warnings given, each once
         self.continuations: torch.Tensor | None = None  # which tokens go on a word (a glossary's first use)
         self.max_constrained_beam = MAX_CONSTRAINED_BEAM  # a server lowers it to its --max-beam
+        self.shortlist: Shortlist | None = None  # the run's (an ensemble's: the union), used on a CPU
 
     @classmethod
     def load(
@@ -70,6 +73,8 @@ class Translator:
         cfg, tokenizer, models = load_models(run_dir, device, quantize)
         translator = cls(cfg, tokenizer, models, Runtime.for_inference(device, precision, cfg.train.precision))
         translator.source = (run_dir, quantize)
+        run_dirs = [run_dir] if isinstance(run_dir, (str, Path)) else run_dir
+        translator.shortlist = run_shortlist(run_dirs, tokenizer.fingerprint(), translator.vocab)
         return translator
 
     def start_processes(self, count: int | None = None) -> None:
@@ -239,6 +244,8 @@ class Translator:
                     f"a glossary's terms need more beams than {o.name} has: sentences with terms search with "
                     f"as many as they need, up to {cap}"
                 )
+            # no shortlist here: the terms' tokens are scored over the whole vocabulary, as they must
+            # be able to appear whatever the source holds
             choice = DynamicBeamAllocation(beams, [sets[i] for i in hard], self._continuations().to(src.device))
             with self.runtime.autocast(training=False):
                 found, got = beam_search(
@@ -255,11 +262,12 @@ class Translator:
         `stop` as `translate`'s."""
         if generator is None:
             generator = torch.Generator(device=self.device).manual_seed(o.seed)
+        vocabulary = self.vocabulary(o, src)
         with self.runtime.autocast(training=False):  # autocast is per thread: set it here
             if o.beam > 1:
                 return beam_search(
                     self.models, src, o.beam, o.length_penalty, use_cache, o.max_len, o.n_best, o.scoring,
-                    o.whole_vocabulary, stop=stop,
+                    o.whole_vocabulary, stop=stop, vocabulary=vocabulary,
                 )  # fmt: skip
             # greedy or sampling: the plain loop, without beam search's reordering
             best, score = greedy_or_sample(
@@ -273,8 +281,17 @@ class Translator:
                 o.max_len,
                 o.whole_vocabulary,
                 stop,
+                vocabulary,
             )
             return [[x] for x in best], score[:, None]
+
+    def vocabulary(self, o: DecodeOptions, src: torch.Tensor) -> torch.Tensor | None:
+        """(A,) the ids the outputs of (B, S) `src` may hold under the run's shortlist; None (the
+        whole vocabulary) where there is none, `o.shortlist` is off or the device is not a CPU (a
+        GPU computes the whole output layer as fast). Sampling ignores it (greedy_or_sample)."""
+        if self.shortlist is None or not o.shortlist or self.device.type != "cpu":
+            return None
+        return self.shortlist.allowed(src)
 
     def pieces(self, ids: list[int]) -> list[str]:
         piece = getattr(self.tokenizer, "id_to_piece", None)  # subword tokenizers

@@ -134,7 +134,9 @@ class Service:
                 translator = open_translator(self.args, models)
                 # the server's defaults, over the run's decode section
                 translator.options = translator.options.replace(
-                    scoring=getattr(self.args, "scoring", None), glossary=self.glossary
+                    scoring=getattr(self.args, "scoring", None),
+                    glossary=self.glossary,
+                    shortlist=False if getattr(self.args, "no_shortlist", False) else None,
                 )
                 if hasattr(translator, "max_constrained_beam"):  # a glossary never widens a search past --max-beam
                     translator.max_constrained_beam = self.limits.max_beam

@@ -71,3 +71,28 @@ def test_int8_export_translates_and_evaluates(run_dir, tmp_path):
 def test_an_mt_run_directory_is_not_a_ctranslate2_model(run_dir):
     result = cli("mt.translate", "--engine", "ctranslate2", "--model", str(run_dir), "bonjour")
     assert result.returncode == 2 and "python -m mt.export" in result.stderr
+
+
+def test_the_shortlist_is_exported_as_a_vocabulary_map_and_used(run_dir, tmp_path):
+    import shutil
+
+    import torch
+
+    from mt.inference.shortlist import Shortlist
+    from mt.inference.translator import Translator
+
+    run = shutil.copytree(run_dir, tmp_path / "run")
+    tokenizer = Translator.load(run).tokenizer
+    ids = sorted(set(tokenizer.encode("the black dog", "tgt")))
+    vocab = tokenizer.vocab_size
+    Shortlist(torch.full((vocab, 1), ids[0]), torch.tensor(ids), vocab, tokenizer.fingerprint()).save(run)
+    out = tmp_path / "ct2"
+    assert cli("mt.export", "--model", str(run), "--out", str(out)).returncode == 0
+    lines = (out / "vmap.txt").read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("\t") and len(lines) > 10 and all(line.count("\t") == 1 for line in lines)
+    short = cli("mt.translate", "--engine", "ctranslate2", "--model", str(out), "--greedy", "le chat noir")
+    whole = cli(
+        "mt.translate", "--engine", "ctranslate2", "--model", str(out), "--greedy", "--no-shortlist", "le chat noir"
+    )
+    assert short.returncode == 0 and whole.returncode == 0, short.stderr + whole.stderr
+    assert "cat" not in short.stdout and whole.stdout == "the black cat\n"
