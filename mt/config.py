@@ -132,6 +132,22 @@ class TrainConfig:
 
 
 @dataclass
+class DistillConfig:
+    """Sequence-level distillation (docs/distillation.md): a teacher translates sources drawn from
+    data.train, once, into RUN_DIR/distill, and the model trains on its translations instead."""
+
+    teacher: str | None = None  # a run directory (trained or made by mt.import) to learn from; null: no distillation
+    sentences: int = 300_000  # training sources the teacher translates, drawn from data.train by its weights
+    beam: int = 1  # the teacher's beam; 1 is greedy (fastest)
+    int8: bool = True  # the teacher decodes with int8 weights (CPU only)
+    device: Literal["cpu", "cuda"] = "cpu"  # where the teacher decodes
+    processes: int | Literal["auto"] = "auto"  # CPU decoding processes; auto: one per thread; 0: threads of this one
+    min_score: float | None = None  # drop pairs whose teacher log-probability per token is below this; null: keep
+    max_len_ratio: float | None = None  # drop pairs whose teacher token lengths differ more than this; null: keep
+    original_weight: float = 0.0  # share of each epoch drawn from data.train's original pairs (by their weights)
+
+
+@dataclass
 class Config:
     """A whole recipe: the run's name and seed, then one section each."""
 
@@ -143,6 +159,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeOptions = field(default_factory=DecodeOptions)
+    distill: DistillConfig = field(default_factory=DistillConfig)
     device_block: str | None = None  # set by the loader: the per-device block that was applied
 
     @property
@@ -301,6 +318,30 @@ def _check(cfg: Config, source: str) -> None:
     if m.arch in ("gpt", "bigram") and not d.corpus:
         raise UserError(f"{source}: model.arch '{m.arch}' needs data.corpus (e.g. data.corpus: tinyshakespeare)")
     _check_shape(cfg, source)
+    _check_distill(cfg, source)
+
+
+def _check_distill(cfg: Config, source: str) -> None:
+    """The distill section's values; the teacher itself is checked when training starts."""
+    x = cfg.distill
+    if x.teacher is None:
+        return
+    if cfg.model.arch != "transformer":
+        raise UserError(f"{source}: distill.teacher needs model.arch 'transformer' (a translation student)")
+    if x.sentences < 1:
+        raise UserError(f"{source}: distill.sentences must be a number of sentences >= 1, got {x.sentences}")
+    if not 1 <= x.beam <= 256:
+        raise UserError(f"{source}: distill.beam must be between 1 (greedy) and 256, got {x.beam}")
+    if x.processes != "auto" and x.processes < 0:
+        raise UserError(f"{source}: distill.processes must be auto, 0 (threads) or a number, got {x.processes}")
+    if x.int8 and x.device == "cuda":
+        raise UserError(f"{source}: distill.int8 is for a CPU teacher; set distill.int8=false with distill.device=cuda")
+    if x.min_score is not None and x.min_score > 0:
+        raise UserError(f"{source}: distill.min_score is a log-probability, <= 0 (or null: off), got {x.min_score}")
+    if x.max_len_ratio is not None and x.max_len_ratio < 1:
+        raise UserError(f"{source}: distill.max_len_ratio must be >= 1 (or null: off), got {x.max_len_ratio}")
+    if not 0 <= x.original_weight < 1:
+        raise UserError(f"{source}: distill.original_weight is a share in [0, 1), got {x.original_weight}")
 
 
 def _check_trainable(cfg: Config, source: str) -> None:
@@ -414,7 +455,7 @@ def _inherit(cfg: Config, raw: dict, source: str) -> None:
     """Fine-tuning: the model and tokenizer sections become those of the run train.init_from names;
     a key the recipe states (in a section, a device block or an override) must agree with it."""
     run_dir, saved_path = init_source(cfg.train.init_from, source)
-    saved = config_from_dict(_read_yaml(saved_path), str(saved_path))
+    saved = read_run_config(saved_path)
     if saved.model.arch == "transformer" and saved.model.max_positions is None:
         saved.model.max_positions = saved.data.max_len + 1  # its position table, whatever data.max_len is now
     if saved.model.arch == "gpt" and cfg.data.block_size != saved.data.block_size:
@@ -447,6 +488,14 @@ def config_from_dict(raw: dict, source: str = "config") -> Config:
     cfg = _section(Config, raw, "", source)
     _check(cfg, source)
     return cfg
+
+
+def read_run_config(path: Path) -> Config:
+    """The Config a run directory's config.yaml (at `path`) holds."""
+    raw = _read_yaml(path)
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: a run's config must be a mapping of keys, got {type(raw).__name__}")
+    return config_from_dict(raw, str(path))
 
 
 def save_config(cfg: Config, path: Path) -> None:

@@ -2,7 +2,8 @@
 
 Trains the model a recipe describes (mt/training/trainer.py does the work), with a progress bar,
 an evaluation every `train.eval_every` steps and a self-contained run directory, then scores the
-best checkpoint on the recipe's test sets (mt/training/report.py). Ctrl-C stops at
+best checkpoint on the recipe's test sets (mt/training/report.py). With `distill.teacher`, the
+teacher first translates the training sources (mt/training/distillation.py). Ctrl-C stops at
 the end of the current step and saves `last`; `--resume` continues from it exactly. Under
 `torchrun --nproc_per_node=N -m mt.train RECIPE` each process trains on its share of every batch.
 """
@@ -26,6 +27,10 @@ def _main(argv=None):
     parser.add_argument("--resume", action="store_true", help="continue the run in out_dir from its last checkpoint")
     args = parser.parse_intermixed_args(argv)  # `RECIPE --resume key=value` too, not only flags last
     cfg = load_config(args.recipe, args.overrides)
+    if cfg.distill.teacher is not None:  # the teacher translates first (docs/distillation.md)
+        from mt.training.distillation import distilled
+
+        cfg = distilled(cfg, args.resume)
     train(cfg, resume=args.resume)
     if distributed.launched_rank() == 0:  # training has ended (Ctrl-C exits before this)
         report(cfg)

@@ -136,3 +136,18 @@ def test_unknown_key_in_a_block_is_an_error_whichever_device(tmp_path):
         load_config(write(tmp_path, BASE + "cpu: fast\n"))
     with pytest.raises(UserError, match="not name"):
         load_config(write(tmp_path, BASE + "cpu:\n  name: other\n"))
+
+
+def test_the_student_recipe_loads_on_either_device_before_its_teacher_exists(tmp_path):
+    student = Path(__file__).resolve().parents[1] / "recipes" / "fr_en_student.yaml"
+    cpu, cuda = load_config(student, device="cpu"), load_config(student, device="cuda")
+    assert cpu.distill.teacher == cuda.distill.teacher == "runs/fr_en"  # checked when training starts
+    assert (cpu.distill.int8, cuda.distill.int8, cuda.distill.device) == (True, False, "cuda")
+    assert (cpu.model.enc_layers, cpu.model.dec_layers, cpu.model.d_model, cpu.model.d_ff) == (6, 2, 256, 1536)
+    assert load_config(student, ["distill=null"]).distill.teacher is None
+    with pytest.raises(UserError, match="distill.int8 is for a CPU teacher"):
+        load_config(student, ["distill.device=cuda", "distill.int8=true"])
+    with pytest.raises(UserError, match="distill.original_weight is a share in \\[0, 1\\), got 1.0"):
+        load_config(student, ["distill.original_weight=1"])
+    with pytest.raises(UserError, match="distill.teacher needs model.arch 'transformer'"):
+        load_config(write(tmp_path, BASE + "distill:\n  teacher: runs/fr_en\n"))

@@ -375,18 +375,28 @@ def encode_pairs(
 
 
 def filter_pairs(
-    src_lens: np.ndarray, tgt_lens: np.ndarray, max_len: int, max_ratio: float, what: str, log=sys.stderr
+    src_lens: np.ndarray,
+    tgt_lens: np.ndarray,
+    max_len: int,
+    max_ratio: float,
+    what: str,
+    log=sys.stderr,
+    also: dict[str, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Rows to keep: not empty, within `max_len` tokens, and lengths (each counting its <END>)
-    within `max_ratio` of each other. Reports how many pairs each rule dropped."""
+    within `max_ratio` of each other, and dropped by none of the masks in `also` (by rule name).
+    Reports how many pairs each rule dropped (a pair counts for the first rule that drops it)."""
     empty = (src_lens == 0) | (tgt_lens == 0)
     too_long = ~empty & ((src_lens > max_len) | (tgt_lens > max_len))
     s, t = src_lens + 1, tgt_lens + 1
     ratio = ~empty & ~too_long & (np.maximum(s, t) > max_ratio * np.minimum(s, t))
-    keep = np.flatnonzero(~(empty | too_long | ratio))
-    counts = {"empty": int(empty.sum()), "too long": int(too_long.sum()), "length ratio": int(ratio.sum())}
+    rules, dropped_rows = {"empty": empty, "too long": too_long, "length ratio": ratio}, empty | too_long | ratio
+    for name, mask in (also or {}).items():
+        rules[name] = mask & ~dropped_rows
+        dropped_rows = dropped_rows | mask
+    keep = np.flatnonzero(~dropped_rows)
     dropped = len(src_lens) - len(keep)
-    detail = ", ".join(f"{n:,} {why}" for why, n in counts.items() if n)
+    detail = ", ".join(f"{int(mask.sum()):,} {why}" for why, mask in rules.items() if mask.any())
     if log is not None:
         print(
             f"{what}: {len(src_lens):,} pairs, kept {len(keep):,}"

@@ -13,6 +13,7 @@ from mt.config import Config
 from mt.errors import UserError
 from mt.files import atomic_write
 from mt.inference.metrics import corpus_scores
+from mt.training import distillation
 
 DEMO_SENTENCE = {"fr": "les réseaux de neurones sont géniaux!", "en": "neural networks are great!"}
 RESULTS = "results.json"
@@ -55,6 +56,9 @@ def translation_report(cfg: Config, run_dir: Path, device: str, log=None) -> dic
         )
     if "signature" in results:
         print(f"sacreBLEU {results['signature']['bleu']}", file=log)
+    distilled_from = distillation.summary(run_dir)
+    if distilled_from is not None:  # where the training pairs came from: the teacher, the draw, the filter
+        results["distill"] = distilled_from
     demo = DEMO_SENTENCE.get(d.src_lang)
     if demo:
         results["demo"] = {"source": demo, "translation": translator.translate([demo], beam=beam)[0]}

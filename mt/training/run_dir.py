@@ -17,8 +17,8 @@ from mt.training.plan import Plan
 
 # Recipe sections that must not change when a run is resumed (train.* and decode.* may), and
 # the keys in them that may: they change how fast the data is prepared, not what it is.
-FROZEN_ON_RESUME = ("data", "tokenizer", "model")
-FREE_ON_RESUME = {"data.num_proc"}
+FROZEN_ON_RESUME = ("data", "tokenizer", "model", "distill")
+FREE_ON_RESUME = {"data.num_proc", "distill.processes"}
 
 
 def check_resumable(cfg: Config, saved: dict, run_dir: Path) -> None:
@@ -29,10 +29,11 @@ def check_resumable(cfg: Config, saved: dict, run_dir: Path) -> None:
             "restore it or train into another out_dir"
         )
     for section in FROZEN_ON_RESUME:
+        before = saved.get(section) or {}  # runs saved before a section existed lack it
         for key, value in now[section].items():
-            if saved[section].get(key, value) != value and f"{section}.{key}" not in FREE_ON_RESUME:
+            if before.get(key, value) != value and f"{section}.{key}" not in FREE_ON_RESUME:
                 raise UserError(
-                    f"cannot resume {run_dir}: {section}.{key} was {saved[section].get(key)!r}, the recipe now says "
+                    f"cannot resume {run_dir}: {section}.{key} was {before.get(key)!r}, the recipe now says "
                     f"{value!r}; restore it or train into another out_dir"
                 )
 
@@ -74,13 +75,22 @@ class RunState:
         return improved
 
 
-def open_run(cfg: Config, resume: bool, world: distributed.World) -> dict | None:
-    """Check the run directory against `--resume`; return the checkpoint to resume from, if any."""
-    run_dir, last_path = cfg.run_dir, cfg.run_dir / LAST
+def check_start(cfg: Config, resume: bool) -> None:
+    """Whether the run directory fits `--resume`: a new run must find no run there, a resumed one its
+    last.pt. Asked before any work that precedes training (a teacher's translation), and again by it."""
+    last_path = cfg.run_dir / LAST
     if resume and not last_path.is_file():
         raise UserError(f"--resume: {last_path} does not exist; start the run without --resume")
     if not resume and last_path.is_file():
-        raise UserError(f"{run_dir} already holds a run; continue it with --resume, or set out_dir=... (or delete it)")
+        raise UserError(
+            f"{cfg.run_dir} already holds a run; continue it with --resume, or set out_dir=... (or delete it)"
+        )
+
+
+def open_run(cfg: Config, resume: bool, world: distributed.World) -> dict | None:
+    """Check the run directory against `--resume`; return the checkpoint to resume from, if any."""
+    run_dir, last_path = cfg.run_dir, cfg.run_dir / LAST
+    check_start(cfg, resume)
     ckpt = load_checkpoint(last_path) if resume else None
     if ckpt:
         check_resumable(cfg, ckpt["config"], run_dir)
