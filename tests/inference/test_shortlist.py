@@ -184,3 +184,12 @@ def test_a_server_request_and_flag_turn_it_off():
 
     assert from_mapping({"shortlist": False}, DecodeOptions()).shortlist is False
     assert parse_args(["--no-shortlist"]).no_shortlist and not parse_args([]).no_shortlist
+
+
+def test_a_catalog_corpus_gives_the_pairs_to_learn_from(mirror):
+    from mt.config import load_config
+    from mt.inference.shortlist import training_pairs
+
+    sources, targets = training_pairs(load_config("recipes/multi30k.yaml"), 50, ["multi30k"])
+    assert len(sources) == len(targets) == 50
+    assert all(s.strip() and t.strip() for s, t in zip(sources, targets))
