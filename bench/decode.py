@@ -21,7 +21,14 @@ keeps its fastest round. mt's rows run on tcmalloc where it is installed, as `mt
 (mt/cpu/allocator.py); CTranslate2's on the C library's malloc, as its own users run it. Prints
 seconds, sentences/s, BLEU and the ratio to CTranslate2 int8 for each row, from the fastest rounds
 and paired (the median of the rounds' own ratios, steadier on a shared machine), and writes
-bench/results/decode.json (`--out`). The test set is the run's first (`--test` names another); it
+bench/results/decode.json (`--out`). Each row also says its process's peak memory and its weights' size
+on disk (mt's checkpoint; CTranslate2's export). Rows named "+ shortlist" decode with the run's
+shortlist (python -m mt.shortlist); the others without it. For one thread, run under
+OMP_NUM_THREADS=1:
+
+    OMP_NUM_THREADS=1 python bench/decode.py --model runs/fr_en_student --test newstest:newstest2013 \
+        --limit 1000 --engines "mt fp32,mt int8,mt int8 + shortlist,CTranslate2 int8,CTranslate2 int8 + shortlist"
+ The test set is the run's first (`--test` names another); it
 needs the corpus (downloaded, or MT_DATA_MIRROR).
 On a GPU (`--device cuda`) the default row is mt at its inference precision (bf16 autocast); name
 CTranslate2's rows with `--engines` where its CUDA build runs. The `transformers fp32` row, for runs
@@ -32,6 +39,7 @@ weights), one batch at a time, since it has no workers.
 import argparse
 import functools
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -65,6 +73,8 @@ def timed(translator, src, options, batch_size, repeat):
 # The last row is CTranslate2 as its own defaults lay it out (inter_threads 1): one batch at a time on every thread.
 # No commas in the names: --engines splits on them.
 ENGINES = ["mt fp32", "mt int8", "mt int8 (processes)", "CTranslate2 int8", "CTranslate2 int8 (1 worker)"]
+# Rows of the same engines with the run's shortlist (python -m mt.shortlist); every other row decodes without it.
+SHORTLIST_ENGINES = ["mt fp32 + shortlist", "mt int8 + shortlist", "CTranslate2 int8 + shortlist"]
 IMPORTED_ONLY = ["transformers fp32"]  # rows named with --engines only: for runs imported from a MarianMT model
 GPU_ENGINES = ["mt", "CTranslate2 float16", "CTranslate2 int8_float16"]  # mt: bf16 autocast, as mt.translate runs
 PEER = "CTranslate2 int8"  # the row the ratios are taken against, where it ran
@@ -142,15 +152,31 @@ def engine_rows(args) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         translator = load_engine(args.engine, args.model, Path(tmp), args.workers, args.device)
+        shortlist = args.engine.endswith("+ shortlist")
         for beam in (1, 5):
-            options = DecodeOptions(beam=beam, length_penalty=cfg.decode.length_penalty, max_len=args.max_len)
+            options = DecodeOptions(
+                beam=beam, length_penalty=cfg.decode.length_penalty, max_len=args.max_len, shortlist=shortlist
+            )
             seconds, hyp = timed(translator, src, options, args.batch_size, args.repeat)
             bleu = round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2)
             rows.append({"engine": args.engine, "decoding": options.name, "seconds": round(seconds, 4), "bleu": bleu})
             rows[-1] |= {"sentences": len(src), "test": args.test, "output_words": sum(len(h.split()) for h in hyp)}
             rows[-1]["allocator"] = allocator.active()
             print(f"{args.engine:<27} {options.name:<7} {seconds:7.2f} s", file=sys.stderr)
+        # the weights as stored: CTranslate2's export (with its vmap), or mt's checkpoint
+        ct2 = args.engine.startswith("CTranslate2")
+        disk_mb = round(disk_bytes(Path(tmp) / args.engine.split()[1] if ct2 else Path(args.model) / BEST) / 2**20, 1)
+    for row in rows:  # and the process's peak memory, over both beams
+        row |= {"peak_rss_mb": round(peak_rss_bytes() / 2**20), "disk_mb": disk_mb}
     return rows
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports kilobytes
+
+
+def disk_bytes(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
 def fastest_rounds(args) -> list[dict]:
@@ -204,7 +230,7 @@ def main(argv=None):
         help=f"comma-separated rows (default on a CPU: {','.join(ENGINES)}; on a GPU: mt; for an imported model also "
         "transformers fp32)",
     )
-    known = ENGINES + GPU_ENGINES + IMPORTED_ONLY
+    known = ENGINES + SHORTLIST_ENGINES + GPU_ENGINES + IMPORTED_ONLY
     p.add_argument("--engine", choices=known, help=argparse.SUPPRESS)  # one engine's rows, as JSON
     args = p.parse_args(argv)
     args.workers = args.workers or (torch.get_num_threads() if args.device == "cpu" else 1)
@@ -230,12 +256,13 @@ def main(argv=None):
         f"\n{src_count} sentences of {args.test}, batch {args.batch_size}, {args.workers} worker(s), "
         f"best of {args.rounds} round(s), {hardware}"
     )
-    print(f"{'engine':<28}{'decoding':<9}{'seconds':>9}{'sent/s':>9}{'BLEU':>7}{'x CT2 int8':>12}{'paired':>8}  malloc")
+    head = f"{'engine':<30}{'decoding':<9}{'seconds':>9}{'sent/s':>9}{'BLEU':>7}{'x CT2 int8':>12}{'paired':>8}"
+    print(head + f"{'RSS MB':>8}{'disk MB':>9}  malloc")
     for r in rows:
         ratios = (r["vs_ctranslate2_int8"], r["vs_ctranslate2_int8_paired"])
         ratio, paired = (f"{x:.2f}" if x is not None else "n/a" for x in ratios)
-        line = f"{r['engine']:<28}{r['decoding']:<9}{r['seconds']:>9.2f}{r['sentences_per_s']:>9.1f}{r['bleu']:>7.2f}"
-        print(line + f"{ratio:>12}{paired:>8}  {r['allocator']}")
+        line = f"{r['engine']:<30}{r['decoding']:<9}{r['seconds']:>9.2f}{r['sentences_per_s']:>9.1f}{r['bleu']:>7.2f}"
+        print(line + f"{ratio:>12}{paired:>8}{r['peak_rss_mb']:>8}{r['disk_mb']:>9}  {r['allocator']}")
     write_results(args, rows, src_count, hardware)
 
 
