@@ -409,7 +409,7 @@ def _until_end(ids: list[int]) -> list[int]:
     return ids[: ids.index(END)] if END in ids else ids
 
 
-def _length_penalty(length: torch.Tensor | int, alpha: float, scoring: str = "gnmt"):
+def length_penalty_of(length: torch.Tensor | int, alpha: float, scoring: str = "gnmt"):
     """What a hypothesis of `length` tokens (<END> included) has its log-probability divided by:
     GNMT's ((5 + length) / 6) ** alpha, or (scoring 'marian') length ** alpha, as transformers and
     Marian divide."""
@@ -498,7 +498,7 @@ def beam_search(
     vocabulary: torch.Tensor | None = None,
 ) -> tuple[list[list[list[int]]], torch.Tensor]:
     """Batched beam search: hypotheses ending among the `beam` best candidates finish, scored by
-    log-probability / length penalty (`scoring`: `_length_penalty`). A sentence is done when the
+    log-probability / length penalty (`scoring`: `length_penalty_of`). A sentence is done when the
     worst of its finished hypotheses it keeps beats every live beam at the current length: it keeps
     `n_best` (gnmt), or `beam` as transformers' beam search does (marian). Returns each sentence's
     `n_best` ids (no <END>), best first, and (B, N) scores. `whole_vocabulary`: as
@@ -531,7 +531,7 @@ def beam_search(
         width = inputs.size(0) // n  # beams per sentence in this step: 1 at the first, then K
         forced = (limits[sent] == t + 1).repeat_interleave(width)  # (n*width,)
         chosen = _choose(state, choice, inputs, scores[:, :width], forced.view(n, width), done, k)
-        lp = _length_penalty(t + 1, length_penalty, scoring)
+        lp = length_penalty_of(t + 1, length_penalty, scoring)
         _add_finished(finished, chosen, lp, history, t)
         done |= finished.scores[:, -1] >= chosen.scores.max(dim=1).values / lp
         scores, rows, new_tokens = _going_on(chosen, choice, width == k and device.type == "cpu")  # (n, K) each

@@ -128,10 +128,10 @@ def per_token_score(score: float, ids: list[int], o: DecodeOptions) -> float:
     """A hypothesis' log-probability per output token (<END> counted), from the score the search
     gave it: beam search divides by its length penalty, undone here, so that no second pass is
     needed (greedy's score is the log-probability itself)."""
-    from mt.inference.search import _length_penalty  # the searches' own formula
+    from mt.inference.search import length_penalty_of  # the searches' own formula
 
     length = len(ids) + 1
-    penalty = _length_penalty(length, o.length_penalty, o.scoring) if o.beam > 1 else 1.0
+    penalty = length_penalty_of(length, o.length_penalty, o.scoring) if o.beam > 1 else 1.0
     return score * penalty / length
 
 
