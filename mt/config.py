@@ -137,7 +137,7 @@ class DistillConfig:
     data.train, once, into RUN_DIR/distill, and the model trains on its translations instead."""
 
     teacher: str | None = None  # a run directory (trained or made by mt.import) to learn from; null: no distillation
-    sentences: int = 300_000  # training sources the teacher translates, drawn from data.train by its weights
+    sentences: int = 300_000  # training sources drawn for the teacher by data.train's weights (the distinct ones go)
     beam: int = 1  # the teacher's beam; 1 is greedy (fastest)
     int8: bool = True  # the teacher decodes with int8 weights (CPU only)
     device: Literal["cpu", "cuda"] = "cpu"  # where the teacher decodes

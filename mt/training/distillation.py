@@ -7,6 +7,7 @@ to the unchanged trainer as data.train. RUN_DIR/distill/manifest.json says where
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -41,15 +42,20 @@ def distilled(cfg: Config, resume: bool = False, log=sys.stderr) -> Config:
     if cfg.distill.teacher is None:
         return cfg
     check_start(cfg, resume)  # before an hour of translation, not after it
-    teacher, teacher_cfg = check_teacher(cfg)
     files = TeacherFiles(cfg.run_dir / "distill", cfg.data.src_lang, cfg.data.tgt_lang)
     student = with_distilled_data(cfg, files)
-    if resume:  # the resumed run's data must stay as it was: checked before any file is rewritten
+    if resume:  # the data training began on, as it was: no teacher needed, nothing rewritten
         check_resumable(student, yaml.safe_load((cfg.run_dir / "config.yaml").read_text()), cfg.run_dir)
+        if not _finished(files, cfg.data.src_lang, cfg.data.tgt_lang):
+            raise UserError(
+                f"--resume: {files.folder} no longer holds the pairs this run trained on; start a new out_dir"
+            )
+        return student
+    teacher, teacher_cfg = check_teacher(cfg)
     if distributed.launched_rank() != 0:
         _wait_for_rank_zero(files)
         return student
-    with RunLock(cfg.run_dir):  # one process at a time in a run directory; training takes it next
+    with RunLock(cfg.run_dir), _told_to_other_ranks(files):  # one process at a time; training takes it next
         manifest = _sources(cfg, teacher, files, log)
         sources = read_lines(files.source)
         speed = translate_sources(files, sources, teacher, cfg.distill, log)
@@ -57,16 +63,37 @@ def distilled(cfg: Config, resume: bool = False, log=sys.stderr) -> Config:
             manifest["translation"] = speed
         manifest["filter"] = filter_distilled(cfg, files, sources, positions(teacher_cfg) - 1, log)
         _write_json(files.manifest, manifest)
+    return student
+
+
+def _finished(files: TeacherFiles, *langs: str) -> bool:
+    """Whether the teacher's work is whole: filtered, both sides of the kept pairs written."""
+    done = files.manifest.is_file() and "filter" in json.loads(files.manifest.read_text())
+    return done and all(files.distilled(lang).is_file() for lang in langs)
+
+
+@contextlib.contextmanager
+def _told_to_other_ranks(files: TeacherFiles):
+    """Under torchrun, rank 0 tells the waiting ranks how its work ended, by the launcher's id: in
+    `.ready`, or in `.failed` when it raised, so that they stop too instead of waiting for ever."""
+    try:
+        yield
+    except BaseException:
+        if distributed.launched():
+            files.folder.mkdir(parents=True, exist_ok=True)
+            (files.folder / ".failed").write_text(str(os.getppid()))
+        raise
     if distributed.launched():
         atomic_write(files.folder / ".ready", lambda tmp: Path(tmp).write_text(str(os.getppid())))
-    return student
 
 
 def _wait_for_rank_zero(files: TeacherFiles, every_s: float = 2.0) -> None:
     """Under torchrun the other ranks wait for rank 0 to finish the data (an hour of translation
     would outlast the process group's wait to start), told by the id of the launcher they share."""
-    ready, launch = files.folder / ".ready", str(os.getppid())
+    ready, failed, launch = files.folder / ".ready", files.folder / ".failed", str(os.getppid())
     while not (ready.is_file() and ready.read_text() == launch):
+        if failed.is_file() and failed.read_text() == launch:
+            raise UserError("distill: rank 0 stopped before the teacher's work was done (its message says why)")
         time.sleep(every_s)
 
 
@@ -107,6 +134,12 @@ def _sources(cfg: Config, teacher: Path, files: TeacherFiles, log) -> dict:
         return manifest
     sources = draw_sources(cfg, log)
     files.folder.mkdir(parents=True, exist_ok=True)
+    for stale in (
+        files.teacher,
+        files.scores,
+        *(files.distilled(lang) for lang in (cfg.data.src_lang, cfg.data.tgt_lang)),
+    ):
+        stale.unlink(missing_ok=True)  # made for other sources: never to be lined up with these
     atomic_write(files.source, lambda tmp: Path(tmp).write_text("".join(s + "\n" for s in sources), encoding="utf-8"))
     manifest = {"made_by": made_by, "sources": len(sources)}
     _write_json(files.manifest, manifest)
@@ -114,9 +147,9 @@ def _sources(cfg: Config, teacher: Path, files: TeacherFiles, log) -> dict:
 
 
 def draw_sources(cfg: Config, log=sys.stderr) -> list[str]:
-    """distill.sentences distinct source sentences of data.train (fewer if it holds fewer), drawn as
-    training draws its pairs: each corpus its weight's share, cleaned and deduplicated as the recipe
-    says, chosen by the run's seed."""
+    """Up to distill.sentences distinct source sentences of data.train (repeats and what cleaning
+    drops are not made up), drawn as training draws its pairs: each corpus its weight's share,
+    cleaned and deduplicated as the recipe says, chosen by the run's seed."""
     from mt.data.corpora import columns, load_corpora  # imports `datasets`, slow to load
 
     d, wanted = cfg.data, cfg.distill.sentences

@@ -29,6 +29,7 @@ from mt.checkpoint import BEST, LAST
 from mt.config import Config, DistillConfig, read_run_config
 from mt.decode_options import DecodeOptions
 from mt.errors import UserError
+from mt.inference.processes import ProcessDied
 
 CHUNK = 2000  # sentences decoded together and written at once: a few seconds of a small teacher's work
 
@@ -148,7 +149,10 @@ def load_teacher(teacher: Path, settings: DistillConfig):
 def decode_options(translator, settings: DistillConfig) -> DecodeOptions:
     """The teacher's own decoding (its scoring, length penalty and limits) at the distillation's
     beam, one hypothesis, no sampling and no glossary."""
-    return dataclasses.replace(translator.options, beam=settings.beam, n_best=1, temperature=0.0, glossary=None)
+    # the whole vocabulary: a shortlist would score over fewer pieces than the filter assumes
+    return dataclasses.replace(
+        translator.options, beam=settings.beam, n_best=1, temperature=0.0, glossary=None, shortlist=False
+    )
 
 
 def translate_sources(
@@ -172,6 +176,11 @@ def translate_sources(
         said = f"interrupted: {kept:,} of {len(sources):,} sentences translated; the same command goes on"
         print(said, file=log or sys.stderr)
         raise SystemExit(130) from None
+    except ProcessDied as e:
+        kept = resume_point([files.teacher, files.scores], len(sources))
+        raise UserError(
+            f"distill: {e}; {kept:,} of {len(sources):,} sentences translated, the same command goes on"
+        ) from None
     finally:
         translator.close()
     seconds = time.monotonic() - started

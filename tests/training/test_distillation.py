@@ -6,6 +6,7 @@ student trains on what is kept, through the real mt.train, or on the original pa
 import dataclasses
 import io
 import json
+import shutil
 
 import pytest
 import yaml
@@ -112,6 +113,41 @@ def test_a_finished_translation_is_not_done_again_on_resume(run_dir, corpus, tmp
         train_module.main(student_args(out, run_dir, corpus, "--resume", "distill.max_len_ratio=1.01"))
     assert refused.value.code == 2 and cache_files(out) == kept
     assert "cannot resume" in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_a_resumed_student_needs_its_pairs_not_its_teacher(run_dir, corpus, tmp_path, capsys):
+    teacher = tmp_path / "teacher"
+    shutil.copytree(run_dir, teacher)
+    out = tmp_path / "student"
+    train_module.main(student_args(out, teacher, corpus, "train.max_steps=2"))
+    shutil.rmtree(teacher)  # moved, or trained further: the pairs the student began on still stand
+    train_module.main(student_args(out, teacher, corpus, "train.max_steps=4", "--resume"))
+    assert json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["step"] == 4
+    (out / "distill" / "distilled.en").unlink()
+    with pytest.raises(SystemExit) as refused:
+        train_module.main(student_args(out, teacher, corpus, "train.max_steps=6", "--resume"))
+    assert refused.value.code == 2
+    assert "no longer holds the pairs this run trained on" in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_the_teacher_decodes_over_its_whole_vocabulary(run_dir):
+    translator = Translator.load(run_dir)
+    settings = load_config("recipes/fr_en_student.yaml").distill
+    assert teacher_module.decode_options(translator, settings).shortlist is False
+
+
+def test_waiting_ranks_stop_when_rank_zero_fails(tmp_path, monkeypatch):
+    import os
+
+    from mt.training import distillation as distillation_module
+
+    files = TeacherFiles(tmp_path / "distill", "fr", "en")
+    monkeypatch.setattr(distillation_module.distributed, "launched", lambda: True)
+    with pytest.raises(RuntimeError), distillation_module._told_to_other_ranks(files):
+        raise RuntimeError("the teacher's processes died")
+    assert (files.folder / ".failed").read_text() == str(os.getppid())
+    with pytest.raises(UserError, match="rank 0 stopped"):
+        distillation_module._wait_for_rank_zero(files, every_s=0.01)
 
 
 def test_an_interrupted_translation_goes_on_where_it_stopped(run_dir, corpus, tmp_path, monkeypatch, small_chunks):
