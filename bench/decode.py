@@ -152,7 +152,11 @@ def engine_rows(args) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         translator = load_engine(args.engine, args.model, Path(tmp), args.workers, args.device)
+        ct2 = args.engine.startswith("CTranslate2")
         shortlist = args.engine.endswith("+ shortlist")
+        if shortlist and not (translator.vmap if ct2 else translator.shortlist is not None):
+            make = f"python -m mt.shortlist {args.model}"
+            raise UserError(f"{args.model} has no shortlist for the '{args.engine}' row; make one: {make}")
         for beam in (1, 5):
             options = DecodeOptions(
                 beam=beam, length_penalty=cfg.decode.length_penalty, max_len=args.max_len, shortlist=shortlist
@@ -164,7 +168,6 @@ def engine_rows(args) -> list[dict]:
             rows[-1]["allocator"] = allocator.active()
             print(f"{args.engine:<27} {options.name:<7} {seconds:7.2f} s", file=sys.stderr)
         # the weights as stored: CTranslate2's export (with its vmap), or mt's checkpoint
-        ct2 = args.engine.startswith("CTranslate2")
         disk_mb = round(disk_bytes(Path(tmp) / args.engine.split()[1] if ct2 else Path(args.model) / BEST) / 2**20, 1)
     for row in rows:  # and the process's peak memory, over both beams
         row |= {"peak_rss_mb": round(peak_rss_bytes() / 2**20), "disk_mb": disk_mb}
