@@ -25,6 +25,11 @@ def fit_weights(model: torch.nn.Module, state: dict, path: Path, problem: str) -
         raise UserError(f"{path} {problem} ({str(e).splitlines()[-1].strip()[:160]})") from None
 
 
+def run_checkpoint(run_dir: Path) -> Path | None:
+    """The checkpoint a run directory is read by: best.pt, else last.pt; None when it has neither."""
+    return next((run_dir / name for name in (BEST, LAST) if (run_dir / name).is_file()), None)
+
+
 def save_checkpoint(path: Path, state: dict) -> None:
     atomic_write(path, lambda tmp: torch.save(state, tmp))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from mt.checkpoint import BEST, LAST, fit_weights, load_checkpoint
+from mt.checkpoint import fit_weights, load_checkpoint, run_checkpoint
 from mt.config import Config, config_from_dict
 from mt.data.tokenizer import Tokenizer, load_tokenizer
 from mt.errors import UserError
@@ -24,7 +24,7 @@ def load_run(run_dir: str | Path, device: torch.device | str = "cpu", missing_hi
     if run_dir.is_file():
         run_dir, path = run_dir.parent, run_dir
     else:
-        path = next((run_dir / n for n in (BEST, LAST) if (run_dir / n).is_file()), None)
+        path = run_checkpoint(run_dir)
     if path is None:
         raise UserError(f"no trained model in {run_dir}{missing_hint}")
     state = load_checkpoint(path)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from mt.checkpoint import BEST, LAST, fit_weights, load_checkpoint
+from mt.checkpoint import BEST, LAST, fit_weights, load_checkpoint, run_checkpoint
 from mt.config import Config, init_source
 from mt.errors import UserError
 
@@ -24,7 +24,7 @@ def checkpoint_path(init_from: str) -> Path:
     origin = Path(init_from)
     if origin.is_file():
         return origin
-    found = next((run_dir / name for name in (BEST, LAST) if (run_dir / name).is_file()), None)
+    found = run_checkpoint(run_dir)
     if found is None:
         raise UserError(f"train.init_from: {run_dir} holds no {BEST} or {LAST} to start from")
     return found

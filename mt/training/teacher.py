@@ -23,9 +23,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
-from mt.checkpoint import BEST, LAST
+from mt.checkpoint import run_checkpoint
 from mt.config import Config, DistillConfig, read_run_config
 from mt.decode_options import DecodeOptions
 from mt.errors import UserError
@@ -63,11 +64,6 @@ class TeacherFiles:
         return self.folder / f"distilled.{lang}"
 
 
-def checkpoint_of(run_dir: Path) -> Path | None:
-    """The checkpoint Translator.load reads in a run directory: best.pt, else last.pt."""
-    return next((run_dir / name for name in (BEST, LAST) if (run_dir / name).is_file()), None)
-
-
 def check_teacher(cfg: Config) -> tuple[Path, Config]:
     """The teacher's run directory and config, checked against the student's recipe `cfg`: one
     line where it cannot teach this run."""
@@ -78,7 +74,7 @@ def check_teacher(cfg: Config) -> tuple[Path, Config]:
         raise UserError(f"{what} is not a directory; {hint}")
     if teacher.resolve() == cfg.run_dir.resolve():
         raise UserError(f"{what} is this run's own directory; {hint}")
-    if not (teacher / "config.yaml").is_file() or checkpoint_of(teacher) is None:
+    if not (teacher / "config.yaml").is_file() or run_checkpoint(teacher) is None:
         raise UserError(f"{what} holds no trained model (config.yaml and best.pt or last.pt); {hint}")
     saved = read_run_config(teacher / "config.yaml")
     if saved.model.arch != "transformer":
@@ -92,7 +88,7 @@ def check_teacher(cfg: Config) -> tuple[Path, Config]:
 def teacher_identity(teacher: Path) -> dict:
     """What names the teacher's weights: its path and its checkpoint's name, size and time, so a
     teacher trained further is not taken for the one that made a cache."""
-    path = checkpoint_of(teacher)
+    path = run_checkpoint(teacher)
     stat = path.stat()
     return {"path": str(teacher), "checkpoint": path.name, "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
@@ -110,9 +106,8 @@ def resume_point(paths: list[Path], total: int) -> int:
     if done < total:
         done -= done % CHUNK
     for path, data in zip(paths, contents):
-        end = 0
-        for _ in range(done):
-            end = data.index(b"\n", end) + 1
+        ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")) + 1  # where each line ends
+        end = int(ends[done - 1]) if done else 0
         if len(data) != end:
             with open(path, "r+b") as f:
                 f.truncate(end)
