@@ -6,7 +6,10 @@ student trains on what is kept, through the real mt.train, or on the original pa
 import dataclasses
 import io
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -148,6 +151,24 @@ def test_waiting_ranks_stop_when_rank_zero_fails(tmp_path, monkeypatch):
     assert (files.folder / ".failed").read_text() == str(os.getppid())
     with pytest.raises(UserError, match="rank 0 stopped"):
         distillation_module._wait_for_rank_zero(files, every_s=0.01)
+
+
+@pytest.mark.slow
+def test_under_torchrun_rank_zero_translates_once_and_both_ranks_train(run_dir, corpus, tmp_path, own_temporary_folder):
+    out = tmp_path / "student"
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "mt.train"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [*launch, *student_args(out, run_dir, corpus)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "x 2 processes" in done.stderr
+    assert done.stderr.count("distinct sources for the teacher") == 1  # rank 0 alone drew; rank 1 waited for it
+    sources = (out / "distill" / "source.fr").read_text().splitlines()
+    teacher_lines = (out / "distill" / "teacher.en").read_text().splitlines()
+    assert teacher_lines == Translator.load(run_dir).translate(sources, beam=1)
+    assert (out / "distill" / ".ready").is_file() and not (out / "distill" / ".failed").exists()
+    assert json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["step"] == 4
 
 
 def test_an_interrupted_translation_goes_on_where_it_stopped(run_dir, corpus, tmp_path, monkeypatch, small_chunks):
