@@ -4,6 +4,7 @@ import importlib.util
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -369,3 +370,27 @@ def test_gpt_peer_trains_its_model():
         losses.append(loss.item())
     assert abs(losses[0] - math.log(gpt_peer.CHARS)) < 0.1  # untrained: about uniform over the characters
     assert losses[-1] < losses[0] - 1.0
+
+
+@pytest.mark.slow
+def test_decode_profile_splits_decoding_into_parts_with_and_without_a_shortlist(run_dir, tmp_path):
+    """bench/decode_profile.py on a copy of the tiny run with a shortlist learned from its corpus:
+    both ways are timed, every part took time, and no part is counted inside another."""
+    from helpers import synthetic_corpus
+
+    run = Path(shutil.copytree(run_dir, tmp_path / "run"))
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    synthetic_corpus(corpus, 400)
+    learn = [sys.executable, "-m", "mt.shortlist", str(run), "--src", str(corpus / "c.fr"), "--tgt", str(corpus / "c.en")]
+    assert subprocess.run(learn, capture_output=True, text=True, timeout=300).returncode == 0
+    out = tmp_path / "profile.json"
+    result = run_bench(str(Path("bench/decode_profile.py").resolve()), "--model", str(run), "--limit", "8", out=out)
+    assert result.returncode == 0, result.stderr
+    ways = json.loads(out.read_text())["ways"]
+    assert set(ways) == {"whole vocabulary", "shortlist"}
+    for way in ways.values():
+        parts = way["parts"]
+        assert set(parts) == {"encoder", "decoder layers", "output layer + softmax", "top-k", "cache moves", "the rest"}
+        assert all(seconds > 0 for name, seconds in parts.items() if name != "cache moves")
+        assert parts["the rest"] >= 0  # what the timed parts leave of the whole: none nested in another
