@@ -1,6 +1,7 @@
-"""Where decoding's time goes on a CPU: the encoder, the decoder layers, the output layer with its softmax, the
-top-k, the caches' moves and the rest of the search, with the whole vocabulary and (where the run
-has one) with its shortlist. The output layer's share bounds what any shortlist can win.
+"""Where decoding's time goes on a CPU: the encoder, the decoder layers, the output layer with its
+softmax, the top-k (greedy: the argmax), the caches' moves and the rest (the search's bookkeeping,
+tokenising), with the whole vocabulary and (where the run has one) with its shortlist. The output
+layer's and the top-k's shares together bound what any shortlist can win.
 
     python bench/decode_profile.py --model runs/fr_en_student --quantize int8
 
@@ -35,21 +36,29 @@ PARTS = {  # what is timed: (owner, attribute) -> the part's name
     (search.Decoder, "_states"): "decoder layers",
     (search.Decoder, "_scores"): "output layer + softmax",
     (search, "topk_rows"): "top-k",
+    (search, "argmax_rows"): "top-k",
     (search.Decoder, "keep"): "cache moves",
 }
 
 
 def time_parts(spent: collections.Counter) -> None:
-    """Wrap every part of PARTS so that its calls add their seconds to `spent[name]`."""
+    """Wrap every part of PARTS so that its calls add their seconds to `spent[name]`; a part called
+    inside another is an error, since its time would be counted twice."""
+    running = []
+
     for (owner, attribute), name in PARTS.items():
         original = getattr(owner, attribute)
 
         def timed(*args, _original=original, _name=name, **kwargs):
+            if running:
+                raise RuntimeError(f"{_name} runs inside {running[0]}: its time would count twice")
+            running.append(_name)
             start = time.perf_counter()
             try:
                 return _original(*args, **kwargs)
             finally:
                 spent[_name] += time.perf_counter() - start
+                running.pop()
 
         setattr(owner, attribute, functools.wraps(original)(timed))
 
@@ -79,23 +88,27 @@ def main(argv=None):
     sources = sources[: args.limit] if args.limit else sources
     spent: collections.Counter = collections.Counter()
     time_parts(spent)
-    ways = [False, True] if translator.shortlist is not None else [False]
+    ways = [("warm-up", False), ("whole vocabulary", False)]
+    if translator.shortlist is not None:
+        ways.append(("shortlist", True))
     print(f"{args.model} ({args.quantize or 'fp32'}), {len(sources)} sentences of {spec}, beam {args.beam}, 1 thread")
     rows = {}
-    for on in [False, *ways]:  # the first is the warm-up
-        way = "shortlist" if on else "whole vocabulary"
+    for way, on in ways:
         options = translator.options.replace(beam=args.beam, temperature=0.0, shortlist=on)
         spent.clear()
+        spent.update(dict.fromkeys(PARTS.values(), 0.0))  # a part that never ran is there, at 0
         start = time.perf_counter()
         translator.translate(sources, options, batch_size=args.batch_size, warn_truncated=False, workers=1)
         total = time.perf_counter() - start
         spent["the rest"] = total - sum(spent.values())
-        rows[way] = {"seconds": total, "parts": dict(spent)}
+        if way != "warm-up":
+            rows[way] = {"seconds": total, "parts": dict(spent)}
         shares = ", ".join(f"{name} {seconds / total:.1%}" for name, seconds in spent.items())
         print(f"{way}: {total:.2f} s; {shares}", flush=True)
     if args.out:
         meta = {"model": args.model, "quantize": args.quantize, "valid": str(spec), "beam": args.beam}
         Path(args.out).write_text(json.dumps({**meta, "sentences": len(sources), "ways": rows}, indent=2))
+
 
 if __name__ == "__main__":
     main()
