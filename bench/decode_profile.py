@@ -81,7 +81,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     translator = Translator.load(args.model, "cpu", args.quantize)
     cfg = translator.cfg
-    spec = args.valid or (cfg.data.valid[0] if isinstance(cfg.data.valid, list) else cfg.data.valid)
+    spec = args.valid or next(iter(cfg.data.valid_sets), None)
     if spec is None:
         raise UserError(f"{args.model} names no validation set; give --valid")
     sources = columns(load_pairs(spec, "valid", cfg.data.src_lang, cfg.data.tgt_lang), "src")[0]

@@ -87,7 +87,7 @@ def main(argv=None):
     if translator.shortlist is None:
         raise UserError(f"{args.model} has no shortlist.pt; learn one with: python -m mt.shortlist {args.model}")
     cfg = translator.cfg
-    spec = args.valid or (cfg.data.valid[0] if isinstance(cfg.data.valid, list) else cfg.data.valid)
+    spec = args.valid or next(iter(cfg.data.valid_sets), None)
     if spec is None:
         raise UserError(f"{args.model} names no validation set; give --valid")
     sources, references = columns(load_pairs(spec, "valid", cfg.data.src_lang, cfg.data.tgt_lang), "src", "tgt")

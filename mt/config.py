@@ -53,6 +53,13 @@ class DataConfig:
     max_tokens: int = 4096  # translation: tokens per batch (source or target, the larger)
     num_proc: int = 0  # translation: processes that encode the corpora; 0 = one per 100k pairs, up to the cores
 
+    @property
+    def valid_sets(self) -> list[CorpusSpec]:
+        """data.valid as a list, the first (the one best.pt follows) first; none: empty."""
+        if self.valid is None:
+            return []
+        return self.valid if isinstance(self.valid, list) else [self.valid]
+
 
 @dataclass
 class TokenizerConfig:

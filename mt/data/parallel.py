@@ -77,7 +77,7 @@ def prepare_parallel(data, tokenizer_settings, seed: int, tokenizer_from: Path |
     cache = catalog.data_dir() / "cache"
     langs = data.src_lang, data.tgt_lang
     train, repeats, sizes = load_corpora(data.train, "train", *langs, data.clean, data.dedup, log, data.draw, seed)
-    valid_specs = data.valid if isinstance(data.valid, list) else [data.valid]
+    valid_specs = data.valid_sets
     fixed = Draw(data.valid_pairs, (0,)) if data.valid_pairs else None  # the same pairs whatever the seed
     valid = [load_pairs(spec, "valid", *langs, fixed) for spec in valid_specs]
     weights = corpus_weights(data.train) if sizes else None
