@@ -17,6 +17,7 @@ from pathlib import Path
 from mt.errors import UserError
 
 MAX_TERMS = 100_000
+MAX_TERM_TOKENS = 32  # words and marks in a term's source: what bounds the matching of each token
 
 
 @dataclass(frozen=True)
@@ -42,47 +43,79 @@ class Glossary:
             variants = tuple(dict.fromkeys(v.strip() for v in target.split("|") if v.strip()))
             if not source or not variants:
                 raise UserError(f"glossary entry {i} has an empty source or target term: {pair!r}")
+            if len(_TOKEN.findall(source)) > MAX_TERM_TOKENS:
+                raise UserError(
+                    f"glossary entry {i}'s source has more than {MAX_TERM_TOKENS} words and marks: "
+                    f"a glossary holds terms, not sentences ({source[:60]!r})"
+                )
             terms[source.lower()] = Term(source, variants)
         ordered = sorted(terms.values(), key=lambda t: (-len(t.source), t.source.lower()))
         return cls(tuple(ordered))
 
     @functools.cached_property
-    def _by_word(self) -> dict[str, list[tuple[int, str, Term]]]:
-        """Each term under its first word: (where that word starts in it, its lowered source, it)."""
-        index: dict[str, list[tuple[int, str, Term]]] = {}
-        for term in self.terms:  # longest first, so each list is too
+    def _trie(self) -> dict:
+        """The terms' lowered sources as paths of tokens (words, and single other characters),
+        each keyed with the space before it ("" or " ": sources are normalised so): built once per
+        glossary, a request's included, and shared by the threads that match with it."""
+        root: dict = {}
+        for term in self.terms:
+            node = root
             lowered = term.source.lower()
-            first = re.search(r"\w+", lowered)
-            index.setdefault(first.group() if first else lowered, []).append(
-                (first.start() if first else 0, lowered, term)
-            )
-        return index
+            for gap, token in _tokens(lowered):
+                node = node.setdefault(gap + token, {})
+            node.setdefault(_TERM, term)
+        return root
+
+    @functools.cached_property
+    def _found(self) -> dict[str, list[Term]]:
+        """What `find` gave each text lately: a server's budget and its decoding thread ask for the
+        same sentences."""
+        return {}
 
     def find(self, text: str) -> list[Term]:
         """The terms `text` holds, in order: whole words, case-insensitively, at each place the
-        longest that starts there; matches never overlap, and a term counts as often as it occurs."""
-        lowered, found, free_from = text.lower(), [], 0
-        for word in re.finditer(r"\w+", lowered):
-            for offset, source, term in self._by_word.get(word.group(), ()):
-                start, end = word.start() - offset, word.start() - offset + len(source)
-                if start < free_from or not lowered.startswith(source, start):
-                    continue
-                if (start > 0 and _wordy(lowered[start - 1], source[0])) or (
-                    end < len(lowered) and _wordy(lowered[end], source[-1])
-                ):
-                    continue
-                found.append(term)
-                free_from = end
-                break
+        longest that starts there; matches never overlap, and a term counts as often as it occurs.
+        A walk down the terms' index from each token: the work is bounded by the text's tokens
+        times the longest term's, whatever the number of terms."""
+        if (known := self._found.get(text)) is not None:
+            return known
+        lowered, found = text.lower(), []
+        tokens = [(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(lowered)]
+        i = 0
+        while i < len(tokens):
+            node, j, best = self._trie, i, None
+            while j < len(tokens) and node is not None:
+                key = tokens[j][2] if j == i else lowered[tokens[j - 1][1] : tokens[j][0]] + tokens[j][2]
+                node = node.get(key)
+                j += 1
+                if node is not None and _TERM in node:
+                    best = (j, node[_TERM])
+            if best is None:
+                i += 1
+                continue
+            i = best[0]
+            found.append(best[1])
+        if len(self._found) >= _REMEMBERED:
+            self._found.clear()
+        self._found[text] = found
         return found
 
     def __len__(self) -> int:
         return len(self.terms)
 
 
-def _wordy(neighbour: str, edge: str) -> bool:
-    """Whether a character beside a match would join it to a longer word."""
-    return neighbour.isalnum() and (edge.isalnum() or edge == "_")
+_TOKEN = re.compile(r"\w+|[^\w\s]")  # a word, or one character of punctuation or a symbol
+_TERM = ""  # the key under which a trie node holds the term that ends there (no token is empty)
+_REMEMBERED = 4096  # texts whose matches a glossary keeps
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    """(what lies before it since the last token, the token) for each token of `text`."""
+    out, end = [], None
+    for m in _TOKEN.finditer(text):
+        out.append(("" if end is None else text[end : m.start()], m.group()))
+        end = m.end()
+    return out
 
 
 def read_glossary(path: str | Path) -> Glossary:

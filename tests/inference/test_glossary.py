@@ -103,6 +103,41 @@ def test_terms_match_whole_words_case_insensitively_longest_first():
     assert [t.source for t in found] == ["chat noir", "chat", "homme", "C++"]
 
 
+def _scanned(glossary: Glossary, text: str) -> list:
+    """The terms `text` holds, found the slow way: at each word or mark, every term tried from
+    there, longest first, never overlapping, and none ending inside a word: what the index must
+    agree with."""
+    import re
+
+    lowered, found, free = text.lower(), [], 0
+    for token in re.finditer(r"\w+|[^\w\s]", lowered):
+        if token.start() < free:
+            continue
+        for term in glossary.terms:  # longest first
+            source, start = term.source.lower(), token.start()
+            end = start + len(source)
+            inside_a_word = re.match(r"\w\w", source[-1] + lowered[end : end + 1])
+            if lowered.startswith(source, start) and not inside_a_word:
+                found.append(term)
+                free = end
+                break
+    return found
+
+
+def test_the_index_finds_what_trying_every_term_finds_and_bounds_a_terms_length():
+    import random
+
+    rng = random.Random(7)
+    words = ["le", "la", "chat", "chats", "noir", "c++", "e-mail", "l'", "réseau", "de", "neurones", "."]
+    for _ in range(200):
+        terms = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(1, 12))]
+        glossary = Glossary.of([(t, "x") for t in terms])
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
+        assert glossary.find(text) == _scanned(glossary, text), (terms, text)
+    with pytest.raises(UserError, match="not sentences"):
+        Glossary.of([(" ".join(["le"] * 33), "x")])
+
+
 def test_a_constraint_is_continued_abandoned_met_and_not_met_by_a_longer_word():
     c = Reference([((5, 6),), ((7,), (7, 8))])  # a two-token term; a term with variants "x" and "x y"
     p = c.advance(Progress(), 5)
