@@ -23,6 +23,7 @@ import math
 import os
 import shutil
 import sys
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,11 +113,19 @@ def _draw_cache(parts: list[tuple[Path, Path]], draw: Draw) -> Path:
 
 
 def _saved(ds: datasets.Dataset, folder: Path) -> datasets.Dataset:
-    """`ds` written to `folder` (whole or not at all), and read back from it memory-mapped."""
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    ds.save_to_disk(str(partial))
-    os.replace(partial, folder)
+    """`ds` written to `folder` (whole or not at all), and read back from it memory-mapped. Each
+    writer has a folder of its own until one rename puts it in place: of two runs drawing the same
+    pairs at once, the second to finish finds the first's in place and reads that (the same pairs)."""
+    partial = folder.with_name(f"{folder.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        ds.save_to_disk(str(partial))
+        try:
+            os.replace(partial, folder)
+        except OSError:  # a folder cannot replace a non-empty one: another run's draw is in place
+            if not (folder / "dataset_info.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
     return datasets.load_from_disk(str(folder))
 
 

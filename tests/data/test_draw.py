@@ -2,7 +2,9 @@
 weight's share, the draw is the seed's alone, and Europarl's xz files are read like any other."""
 
 import lzma
+import time
 
+import datasets
 import numpy as np
 import pytest
 
@@ -68,6 +70,37 @@ def test_a_draw_is_kept_for_the_next_run_until_its_files_change(tmp_path, monkey
         load_pairs(spec, "train", "fr", "en", Draw(100, (1, 0)))
 
 
+def _draw_in_a_process(spec, wrote):
+    from mt.data import corpora
+
+    def save_slowly(self, path, *args, **kwargs):  # both writers are mid-write when the first renames
+        wrote.put(path)
+        time.sleep(1.0)
+        return save(self, path, *args, **kwargs)
+
+    save = datasets.Dataset.save_to_disk
+    datasets.Dataset.save_to_disk = save_slowly
+    drawn = corpora.load_pairs(spec, "train", "fr", "en", Draw(100, (1, 0)))
+    return drawn["src"]
+
+
+def test_two_runs_drawing_at_once_into_one_data_folder_both_finish_with_one_draw(tmp_path, isolated_data):
+    import multiprocessing
+
+    spec = write_pairs(tmp_path, "c", 1000)
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        wrote = manager.Queue()
+        with context.Pool(2) as pool:
+            answers = [pool.apply_async(_draw_in_a_process, (spec, wrote)) for _ in range(2)]
+            drawn = [answer.get(timeout=300) for answer in answers]
+        folders = {wrote.get() for _ in range(2)}
+    assert len(folders) == 2  # each wrote a folder of its own
+    assert drawn[0] == drawn[1] == load_pairs(spec, "train", "fr", "en", Draw(100, (1, 0)))["src"]
+    cached = sorted(p.name for p in (isolated_data / "cache").iterdir())
+    assert len(cached) == 1 and cached[0].startswith("drawn-") and ".partial" not in cached[0]
+
+
 def test_each_corpus_gives_its_weights_share_of_the_draw(tmp_path):
     big, small = write_pairs(tmp_path, "big", 3000), write_pairs(tmp_path, "small", 50)
     specs = [{**big, "weight": 3}, {**small, "weight": 1}]
@@ -107,7 +140,7 @@ def test_a_truncated_xz_file_is_a_one_line_error(tmp_path):
             read(path)
 
 
-def test_draw_and_valid_pairs_are_checked_and_the_front_door_draws(tmp_path):
+def test_draw_and_valid_pairs_are_checked_and_the_front_door_sets_both(tmp_path):
     cfg = load_config("recipes/fr_en.yaml", ["train.device=cpu"])
     weights = [spec["weight"] for spec in cfg.data.train]
     assert cfg.data.draw and cfg.data.valid_pairs and all(w > 0 for w in weights)
