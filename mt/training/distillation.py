@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -52,6 +51,7 @@ def distilled(cfg: Config, resume: bool = False, log=sys.stderr) -> Config:
             )
         return student
     teacher, teacher_cfg = check_teacher(cfg)
+    distributed.one_machine("distill")
     if distributed.launched_rank() != 0:
         _wait_for_rank_zero(files)
         return student
@@ -74,23 +74,24 @@ def _finished(files: TeacherFiles, *langs: str) -> bool:
 
 @contextlib.contextmanager
 def _told_to_other_ranks(files: TeacherFiles):
-    """Under torchrun, rank 0 tells the waiting ranks how its work ended, by the launcher's id: in
-    `.ready`, or in `.failed` when it raised, so that they stop too instead of waiting for ever."""
+    """Under torchrun, rank 0 tells the waiting ranks how its work ended, by this launch's id
+    (distributed.launch_id): in `.ready`, or in `.failed` when it raised, so that they stop too
+    instead of waiting for ever; a marker an earlier launch left says nothing to this one."""
     try:
         yield
     except BaseException:
         if distributed.launched():
             files.folder.mkdir(parents=True, exist_ok=True)
-            (files.folder / ".failed").write_text(str(os.getppid()))
+            (files.folder / ".failed").write_text(distributed.launch_id())
         raise
     if distributed.launched():
-        atomic_write(files.folder / ".ready", lambda tmp: Path(tmp).write_text(str(os.getppid())))
+        atomic_write(files.folder / ".ready", lambda tmp: Path(tmp).write_text(distributed.launch_id()))
 
 
 def _wait_for_rank_zero(files: TeacherFiles, every_s: float = 2.0) -> None:
     """Under torchrun the other ranks wait for rank 0 to finish the data (an hour of translation
-    would outlast the process group's wait to start), told by the id of the launcher they share."""
-    ready, failed, launch = files.folder / ".ready", files.folder / ".failed", str(os.getppid())
+    would outlast the process group's wait to start), told by the id of the launch they share."""
+    ready, failed, launch = files.folder / ".ready", files.folder / ".failed", distributed.launch_id()
     while not (ready.is_file() and ready.read_text() == launch):
         if failed.is_file() and failed.read_text() == launch:
             raise UserError("distill: rank 0 stopped before the teacher's work was done (its message says why)")

@@ -17,6 +17,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NoReturn, TypeVar
 
 import torch
@@ -116,6 +117,32 @@ def shutdown(world: World, wait_for_all: bool) -> None:
 def launched() -> bool:
     """Whether torchrun started this process as one of several."""
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def launch_id() -> str:
+    """This launch as every rank of it on this machine sees it: the launcher's process id with the
+    time it started since this boot, and the attempt (a process id alone repeats: a launcher that
+    is PID 1 in a container has the same one every time). Outside Linux, the process id alone."""
+    parent = os.getppid()
+    try:
+        started = Path(f"/proc/{parent}/stat").read_text().rsplit(")", 1)[1].split()[19]  # field 22: starttime
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except (OSError, IndexError):
+        started = boot = "-"
+    return f"{boot}:{parent}:{started}:{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+
+
+def one_machine(what: str) -> None:
+    """Refuse a launch over several machines for `what`, which ranks share through local files."""
+    world, local = (
+        int(os.environ.get("WORLD_SIZE", "1")),
+        int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1"))),
+    )
+    if world > local:
+        raise UserError(
+            f"{what} shares its work between ranks through the run directory, on one machine: this launch "
+            f"has {world} ranks, {local} here; launch it on one machine (torchrun --nnodes=1)"
+        )
 
 
 def run_worker(main: Callable[[], object]) -> NoReturn:

@@ -134,13 +134,23 @@ def test_a_resumed_student_needs_its_pairs_not_its_teacher(run_dir, corpus, tmp_
 
 
 def test_the_teacher_decodes_over_its_whole_vocabulary(run_dir):
+    """A run whose shortlist holds none of "cat"'s pieces: its own decoding cannot write it, the
+    teacher's decoding for distillation (which the filter's scores assume) still does."""
+    import torch
+
+    from mt.inference.shortlist import Shortlist
+
     translator = Translator.load(run_dir)
-    settings = load_config("recipes/fr_en_student.yaml").distill
-    assert teacher_module.decode_options(translator, settings).shortlist is False
+    ids = sorted(set(translator.tokenizer.encode("the black dog", "tgt")))
+    vocab = translator.vocab
+    translator.shortlist = Shortlist(torch.full((vocab, 1), ids[0]), torch.tensor(ids), vocab, "")
+    settings = dataclasses.replace(load_config("recipes/fr_en_student.yaml").distill, beam=2)
+    teacher = teacher_module.decode_options(translator, settings)
+    assert "cat" not in translator.translate(["le chat noir"], teacher.replace(shortlist=True))[0]
+    assert translator.translate(["le chat noir"], teacher) == ["the black cat"]
 
 
 def test_waiting_ranks_stop_when_rank_zero_fails(tmp_path, monkeypatch):
-    import os
 
     from mt.training import distillation as distillation_module
 
@@ -148,9 +158,33 @@ def test_waiting_ranks_stop_when_rank_zero_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(distillation_module.distributed, "launched", lambda: True)
     with pytest.raises(RuntimeError), distillation_module._told_to_other_ranks(files):
         raise RuntimeError("the teacher's processes died")
-    assert (files.folder / ".failed").read_text() == str(os.getppid())
+    assert (files.folder / ".failed").read_text() == distillation_module.distributed.launch_id()
     with pytest.raises(UserError, match="rank 0 stopped"):
         distillation_module._wait_for_rank_zero(files, every_s=0.01)
+
+
+def test_markers_of_an_earlier_launch_under_the_same_process_id_are_not_this_launchs(tmp_path, monkeypatch):
+    """A launcher that is PID 1 in a container has the same process id every launch: a `.failed`
+    or `.ready` left by an earlier one neither stops nor releases this launch's waiting ranks."""
+    import threading
+
+    from mt.training import distillation as distillation_module
+    from mt.training.distributed import launch_id
+
+    files = TeacherFiles(tmp_path / "distill", "fr", "en")
+    files.folder.mkdir(parents=True)
+    parent = str(os.getppid())
+    assert launch_id().split(":")[1] == parent and launch_id() != parent  # more than the process id
+    (files.folder / ".failed").write_text(parent)  # as the earlier scheme wrote it
+    (files.folder / ".ready").write_text(launch_id().replace(":0", ":1") + "-earlier")
+    done = threading.Timer(0.3, lambda: (files.folder / ".ready").write_text(launch_id()))
+    done.start()
+    distillation_module._wait_for_rank_zero(files, every_s=0.01)  # waits for this launch's own, then goes on
+    done.join()
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    with pytest.raises(UserError, match="one machine"):
+        distillation_module.distributed.one_machine("distill")
 
 
 @pytest.mark.slow
