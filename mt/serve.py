@@ -40,6 +40,9 @@ def parse_args(argv):
         "max_terms": "glossary terms matched in one request's sentences at most (a file's sentences are bounded by "
         "--max-document-chars, not counted, so its terms are held to --max-sentence-terms a sentence alone)",
         "max_sentence_terms": "glossary terms matched in one sentence at most",
+        "max_requests": "requests in flight at once at most: past it, 503 with Retry-After",
+        "max_documents": "documents (files, and each page of a request in a format) in work at once at most, "
+        "each on a thread of its own: past it, 503 with Retry-After",
     }
     for field, flag in FLAGS.items():
         p.add_argument(flag, type=int, default=getattr(Limits, field), help=helps[field])

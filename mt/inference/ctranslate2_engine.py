@@ -171,9 +171,13 @@ class CTranslate2Translator:
         batch_size: int = 64,
         hypotheses: bool = False,
         progress=None,
+        stop=None,
         **changes,
     ):
-        from mt.inference.search import Hypothesis
+        """As mt's Translator.translate. CTranslate2 cannot stop a batch once begun, so the
+        sentences go to it `batch_size` at a time, shortest first, and `stop` is asked between
+        those calls: a server's request given up on stops at the end of the batch in hand."""
+        from mt.inference.search import Cancelled, Hypothesis
 
         o = (options or self.options).replace(**changes)
         if o.glossary:
@@ -184,10 +188,25 @@ class CTranslate2Translator:
 
             ctranslate2.set_random_seed(o.seed)
         pieces = [p[: self.max_src_tokens] for p in self.tokenizer.split(sentences)]
-        todo = [i for i, p in enumerate(pieces) if p]
+        todo = sorted((i for i, p in enumerate(pieces) if p), key=lambda i: len(pieces[i]))
         found = [[Hypothesis("", 0.0, [])] for _ in sentences]
-        results = self.engine.translate_batch(
-            [pieces[i] + [SPECIALS[3]] for i in todo],
+        for start in range(0, len(todo), batch_size):
+            if stop is not None and stop():
+                raise Cancelled("the search was stopped")
+            rows = todo[start : start + batch_size]
+            for i, r in zip(rows, self._translate_batch([pieces[i] for i in rows], o, batch_size)):
+                found[i] = [
+                    Hypothesis(self.tokenizer.join(h), s, [self.tokenizer.piece_id(p) for p in h], h)
+                    for h, s in zip(r.hypotheses, r.scores)
+                ]
+            if progress:
+                progress(len(rows))
+        return found if hypotheses else [h[0].text for h in found]
+
+    def _translate_batch(self, pieces: list[list[str]], o: DecodeOptions, batch_size: int):
+        """One call of CTranslate2's search over `pieces` (each a source's tokens) with options `o`."""
+        return self.engine.translate_batch(
+            [p + [SPECIALS[3]] for p in pieces],
             max_batch_size=batch_size,
             beam_size=o.beam,
             num_hypotheses=o.n_best,
@@ -201,14 +220,6 @@ class CTranslate2Translator:
             sampling_temperature=o.temperature or 1.0,
             use_vmap=self.vmap and o.shortlist and not o.sampling,  # sampling: the whole vocabulary, as mt's
         )
-        for i, r in zip(todo, results):
-            found[i] = [
-                Hypothesis(self.tokenizer.join(h), s, [self.tokenizer.piece_id(p) for p in h], h)
-                for h, s in zip(r.hypotheses, r.scores)
-            ]
-        if progress:
-            progress(len(sentences))
-        return found if hypotheses else [h[0].text for h in found]
 
     def _say_what_is_not_followed(self, o: DecodeOptions) -> None:
         """One line, once, for each decoding option CTranslate2's search has no equivalent of: it

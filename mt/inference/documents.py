@@ -21,6 +21,8 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from mt.deadline import checkpoint
+
 FULL_WIDTH_MARKS = "，；：、"  # clause marks of text written without spaces: no space follows them
 CLAUSE_END = re.compile(rf"(?<=[;:,])\s+|(?<=[{FULL_WIDTH_MARKS}])\s*|\s+(?=[–—-]\s)")  # after ; : , or before a dash
 TARGET_TAG = re.compile(r">>[^<>\s]+<<\s*")  # a multilingual model's target language, e.g. >>fra<<
@@ -61,6 +63,7 @@ def segment_lines(lines: list[str], lang: str, split: bool = True) -> list[Line]
     segment = sentence_splitter(lang) if split else (lambda text: [text])
     out = []
     for line in lines:
+        checkpoint()  # a server's request past its deadline stops between lines
         body = line.strip()
         if not body:  # blank: kept whole, nothing to translate
             out.append(Line(line, "", "", [], len(line)))
@@ -138,6 +141,7 @@ def cut_segmented(segmented: list[Line], lines: list[str], limit: int, count) ->
     included), how to join them back, and the indices of the lines that had a sentence cut."""
     pieces, cuts, long_lines = [], [], []
     for index, (line, seg) in enumerate(zip(lines, segmented)):
+        checkpoint()
         counts, offsets, at = [], [], seg.body_at
         fits = lambda text, tag=seg.tag: count(tag + text) <= limit  # noqa: E731
         pack = lambda text, tag=seg.tag: count(tag + text) <= limit // 8  # noqa: E731

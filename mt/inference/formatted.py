@@ -4,6 +4,7 @@ the translating (mt/inference/markup.py for segments, documents for plain text).
 
 from __future__ import annotations
 
+from mt.deadline import checkpoint
 from mt.errors import UserError
 from mt.formats import translate_bytes, translate_string
 from mt.formats.archives import Bounds, bounded
@@ -13,16 +14,22 @@ from mt.inference.markup import translate_segments
 
 def _translators(translator, options, batch_size: int, split: bool, progress: bool, max_chars: int | None):
     def segments(segs):
+        checkpoint()  # parsed: a server's request past its deadline goes no further
         chars = sum(len(s.text) for s in segs)
         if max_chars is not None and chars > max_chars:
             raise UserError(f"the document holds {chars:,} characters of text; the limit is {max_chars:,}")
-        return translate_segments(translator, segs, options, batch_size, split, progress)
+        done = translate_segments(translator, segs, options, batch_size, split, progress)
+        checkpoint()  # translated: nor is it written
+        return done
 
     def text(value: str) -> str:
+        checkpoint()
         lines = value.split("\n")
         if max_chars is not None and len(value) > max_chars:
             raise UserError(f"the text holds {len(value):,} characters; the limit is {max_chars:,}")
-        return "\n".join(translate_lines(translator, lines, options, batch_size, split, progress).lines)
+        done = "\n".join(translate_lines(translator, lines, options, batch_size, split, progress).lines)
+        checkpoint()
+        return done
 
     return segments, text
 
@@ -43,7 +50,9 @@ def translate_formatted(
     """`data` in format `fmt` ("html", "markdown", "srt", "docx", "pptx", ...; mt.formats.FORMATS)
     translated, its markup kept: a file's bytes give bytes, a text gives text. `max_chars` bounds
     the text a document may hold, `archive_bounds` what a zip container may unpack to (a server's
-    limits; default: mt/formats/archives.py's)."""
+    limits; default: mt/formats/archives.py's). Under a deadline (mt.deadline) it stops at its
+    next checkpoint once that has passed: after parsing, between lines and alignment batches,
+    before writing."""
     segments, text = _translators(translator, options, batch_size, split, progress, max_chars)
     target = translator.cfg.data.tgt_lang
     try:

@@ -9,6 +9,7 @@ chosen on tagged validation sentences (bench/markup.py; docs/results.md).
 
 from __future__ import annotations
 
+from mt.deadline import checkpoint
 from mt.formats.spans import Aligned, Segment, place
 from mt.inference.attention_maps import cross_attention_batch, grown_links
 from mt.inference.documents import cut_segmented, joiner, progress_bar, segment_lines, token_counter
@@ -69,6 +70,7 @@ def _links(translator, sources: list[str], hyps) -> list[tuple[list[str], list[t
     order = sorted(range(len(sources)), key=lambda i: len(src_ids[i]) + len(hyps[i].ids))  # little padding
     weights: dict[int, object] = {}
     for start in range(0, len(order), ALIGN_BATCH):
+        checkpoint()  # a server's request past its deadline aligns no further batch
         rows = order[start : start + ALIGN_BATCH]
         found = cross_attention_batch(model, [src_ids[i] for i in rows], [hyps[i].ids for i in rows])
         weights.update(zip(rows, found))

@@ -13,6 +13,7 @@ from mt.decode_options import FIELDS
 from mt.errors import require_extra
 from mt.formats import FORMATS, MEDIA_TYPES, format_of
 from mt.serving import libretranslate
+from mt.serving.admission import received
 from mt.serving.requests import (
     Limits,
     Refused,
@@ -21,7 +22,6 @@ from mt.serving.requests import (
     decode_body,
     language_fields,
     parse_request,
-    read_capped,
     shown,
     uploaded_file,
 )
@@ -63,8 +63,9 @@ def _add_answers(app) -> None:
     async def refused(request, e: Refused):
         status = e.status
         if request.scope.get("libretranslate") and status not in (400, 403, 429, 500):
-            status = 500 if status >= 500 else 400  # the statuses LibreTranslate's clients know
-        return error(status, e.message)
+            # the statuses LibreTranslate's clients know: a full server is its "slow down"
+            status = 429 if status == 503 else 500 if status >= 500 else 400
+        return error(status, e.message, e.headers)
 
     @app.middleware("http")
     async def open_cors(request, call_next):
@@ -97,17 +98,18 @@ def _add_routes(app, service: Service, args, limits: Limits) -> None:
 
     @app.post("/translate")
     async def translate(request: Request):
-        budget = service.budget()  # the deadline runs from arrival
-        raw = await read_capped(request, limits.max_body_bytes, "--max-body-bytes", slack=0)
-        if libretranslate.speaks_libretranslate(request, raw, limits):
-            request.scope["libretranslate"] = True
-            return await libretranslate.translate(service, request, raw, limits, budget)
-        service.available()
-        return await answer(service, raw, limits, client_of(request), budget)
+        async with received(service, request, limits.max_body_bytes, "--max-body-bytes", 0) as (raw, budget):
+            if libretranslate.speaks_libretranslate(request, raw, limits):
+                request.scope["libretranslate"] = True
+                return await libretranslate.translate(service, request, raw, limits, budget)
+            service.available()
+            return await answer(service, raw, limits, client_of(request), budget)
 
     @app.post("/translate_file")
     async def translate_file(request: Request):
-        return await file_answer(service, request, limits)
+        service.available()
+        async with received(service, request, limits.max_file_bytes, "--max-file-bytes") as (raw, budget):
+            return await file_answer(service, request, raw, limits, budget)
 
 
 def server_info(service: Service, args) -> dict:
@@ -129,16 +131,14 @@ def server_info(service: Service, args) -> dict:
     )
 
 
-async def file_answer(service: Service, request, limits: Limits):
+async def file_answer(service: Service, request, raw: bytes, limits: Limits, budget):
     """POST /translate_file: a file in the multipart field "file" (a format by its name, or the
     "format" field), and optionally "source", "target" and "key": the translated file back, named
     for its target language (LibreTranslate's clients, which send "api_key" or ask for JSON, get its
     answer: a link)."""
     from fastapi.responses import Response
 
-    budget = service.budget()
-    service.available()
-    form = await uploaded_file(request, await read_capped(request, limits.max_file_bytes), limits)
+    form = await uploaded_file(request, raw, limits)
     if "api_key" in form or "application/json" in request.headers.get("accept", ""):
         request.scope["libretranslate"] = True
         return await libretranslate.translate_file(service, request, form, limits, budget)

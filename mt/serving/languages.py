@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import threading
 
+from mt.deadline import checkpoint
+
 NAMES = {
     "ar": "Arabic", "bg": "Bulgarian", "ca": "Catalan", "cs": "Czech", "da": "Danish", "de": "German",
     "el": "Greek", "en": "English", "eo": "Esperanto", "es": "Spanish", "et": "Estonian", "eu": "Basque",
@@ -53,5 +55,8 @@ def detect_ranked(texts: list[str], candidates: list[str]) -> list[list[tuple[st
         return [[(c, 0.0) for c in candidates] for _ in texts]
     with _lock:  # the candidates are the identifier's state
         identifier.set_languages(known)
-        ranked = [identifier.rank(text) if text.strip() else [(c, 0.0) for c in known] for text in texts]
+        ranked = []
+        for text in texts:
+            checkpoint()  # a server's request past its deadline stops here
+            ranked.append(identifier.rank(text) if text.strip() else [(c, 0.0) for c in known])
     return [[(code, float(p)) for code, p in found] for found in ranked]

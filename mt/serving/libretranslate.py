@@ -27,8 +27,9 @@ from pathlib import Path
 
 from mt.errors import UserError
 from mt.formats import EXTENSIONS
+from mt.serving.admission import received
 from mt.serving.languages import detect_ranked, name_of
-from mt.serving.requests import Limits, Refused, client_of, form_of, nesting, read_capped, with_terms
+from mt.serving.requests import Limits, Refused, check_texts, client_of, form_of, nesting, with_terms
 from mt.serving.service import Counted, Pair, Service
 
 CORS = {
@@ -81,9 +82,23 @@ async def fields(request, raw: bytes, limits: Limits) -> dict:
         return body
     form = {}
     if kind in FORMS:
-        parsed = await form_of(request, raw, max_files=0, max_fields=64)
-        form = {k: v for k, v in parsed.items() if isinstance(v, str)}
-    return form | dict(request.query_params)
+        form = _one_each(await form_of(request, raw, max_files=0, max_fields=64))
+    return form | _one_each(request.query_params)
+
+
+def _one_each(values) -> dict:
+    """A form's or a query string's fields, each once: `q` given several times is a list of texts
+    (as in JSON), any other field given twice is refused rather than one of its values dropped."""
+    out = {}
+    for name in dict.fromkeys(values.keys()):
+        given = [v for v in values.getlist(name) if isinstance(v, str)]
+        if name == "q" and len(given) > 1:
+            out[name] = given
+        elif len(given) > 1:
+            raise Refused(400, f"Invalid request: {name} is given {len(given)} times; give it once")
+        elif given:
+            out[name] = given[0]
+    return out
 
 
 def _has_surrogates(value) -> bool:
@@ -142,7 +157,7 @@ async def _count_group(service: Service, pair: Pair | None, texts: list[str], fm
         pages = await service.count_pages(pair, texts, "html", options, budget)
         return Counted(lambda: _paired(pages.decode(), none), pages.drop)
     encode = pair.translator.tokenizer.encode_batch
-    counts = await asyncio.to_thread(encode, texts) if alternatives else [[]] * len(texts)  # off the event loop
+    counts = await budget.within(asyncio.to_thread(encode, texts)) if alternatives else [[]] * len(texts)
     fits = [bool(alternatives) and "\n" not in t and len(c) <= limit for t, c in zip(texts, counts)]
     whole, short = [i for i, f in enumerate(fits) if not f], [i for i, f in enumerate(fits) if f]
     n_best = options.replace(beam=max(options.beam, alternatives + 1), n_best=alternatives + 1)
@@ -193,7 +208,9 @@ async def translate(service: Service, request, raw: bytes, limits: Limits, budge
     if fmt not in ("text", "html"):
         raise Refused(400, f"{fmt} format is not supported")
     service.admit(values.get("api_key"), client_of(request), len(texts))
-    detected = await asyncio.to_thread(_detected, service, texts) if source == "auto" else None
+    if refused := check_texts(texts, fmt, limits):  # sized before detection or tokenizing touch them
+        raise Refused(*refused)
+    detected = await budget.within(asyncio.to_thread(_detected, service, texts)) if source == "auto" else None
     sources = [d["language"] for d in detected] if detected else [source] * len(texts)
     groups = {code: [i for i, s in enumerate(sources) if s == code] for code in dict.fromkeys(sources)}
     out, alts = await _translate_groups(
@@ -247,10 +264,12 @@ def _detected(service: Service, texts: list[str]) -> list[dict]:
     return [{"confidence": float(round(found[0][1] * 100)), "language": found[0][0]} for found in ranked]
 
 
-async def detect(service: Service, request, raw: bytes, limits: Limits):
+async def detect(service: Service, request, raw: bytes, limits: Limits, budget=None):
     """The languages the text is in, with their confidence (0-100), likeliest first; for a list of
     texts one such list for the whole batch, as LibreTranslate's own server answers: each
-    language's confidence averaged over the texts, ranked by it weighed by the texts' lengths."""
+    language's confidence averaged over the texts, ranked by it weighed by the texts' lengths.
+    Sized as a translation's texts are, and detected within the request's deadline."""
+    budget = budget or service.budget()
     service.available()
     values = await fields(request, raw, limits)
     q = _required(values, "q")
@@ -258,7 +277,9 @@ async def detect(service: Service, request, raw: bytes, limits: Limits):
     if not all(isinstance(t, str) for t in texts):
         raise Refused(400, "Invalid request: q must be a string or a list of strings")
     service.admit(values.get("api_key"), client_of(request), len(texts))
-    found = await asyncio.to_thread(detect_ranked, texts, service.sources())  # off the event loop
+    if refused := check_texts(texts, "text", limits):
+        raise Refused(*refused)
+    found = await budget.within(asyncio.to_thread(detect_ranked, texts, service.sources()))  # off the event loop
     if not isinstance(q, list):
         return [{"confidence": float(round(p * 100)), "language": code} for code, p in found[0][:3]]
     return _averaged(texts, found)
@@ -361,8 +382,8 @@ def add_routes(app, service: Service, limits: Limits) -> None:
     @app.post("/detect")
     async def detect_route(request: Request):
         request.scope["libretranslate"] = True
-        raw = await read_capped(request, limits.max_body_bytes, "--max-body-bytes", slack=0)
-        return await detect(service, request, raw, limits)
+        async with received(service, request, limits.max_body_bytes, "--max-body-bytes", 0) as (raw, budget):
+            return await detect(service, request, raw, limits, budget)
 
     @app.get("/languages")
     async def languages_route(request: Request):

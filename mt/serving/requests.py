@@ -17,11 +17,12 @@ from mt.glossary import Glossary
 
 
 class Refused(Exception):
-    """A request the server will not do: its HTTP status and why, in one line."""
+    """A request the server will not do: its HTTP status and why, in one line (and any headers
+    the answer carries, such as a 503's Retry-After)."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: dict | None = None):
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.headers = status, message, headers or {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +40,8 @@ class Limits:
     max_document_chars: int = 500_000  # the text a document (a file, a page) may hold
     max_terms: int = 256  # glossary terms matched in one request's sentences: each is a constraint to search for
     max_sentence_terms: int = 16  # and in one sentence: the constrained search grows with them
+    max_requests: int = 64  # in flight at once: past it, 503 with Retry-After rather than a queue to a 504
+    max_documents: int = 8  # documents (files, pages) in work at once, each on a thread of its own
 
 
 FLAGS = {
@@ -52,6 +55,8 @@ FLAGS = {
     "max_document_chars": "--max-document-chars",
     "max_terms": "--max-terms",
     "max_sentence_terms": "--max-sentence-terms",
+    "max_requests": "--max-requests",
+    "max_documents": "--max-documents",
 }
 MAX_REQUEST_TERMS = 1000  # a request's own glossary terms
 NOT_OPTIONS = ("text", "split", "format", "source", "target", "api_key")  # the body's keys that are no decoding option
@@ -107,6 +112,23 @@ def check_sizes(
     return None
 
 
+def check_texts(texts: list[str], fmt: str, limits: Limits) -> tuple[int, str] | None:
+    """(413, why) where a request's texts are more than its sentences may be (each text is one at
+    least: plain text only, a page's count is its own) or hold more characters than those
+    sentences may: what bounds the work that segmenting, detecting and tokenizing take before the
+    sentences are known and charged."""
+    if fmt == "text" and len(texts) > limits.max_sentences:
+        return (
+            413,
+            f"{len(texts)} texts in one request; the limit is {limits.max_sentences} sentences (--max-sentences)",
+        )
+    bound = limits.max_sentences * (limits.max_chars + 1) if fmt == "text" else limits.max_document_chars
+    if (chars := sum(map(len, texts))) > bound:
+        flags = "--max-sentences sentences of --max-chars" if fmt == "text" else "--max-document-chars"
+        return 413, f"the texts hold {chars:,} characters; the limit is {bound:,} ({flags})"
+    return None
+
+
 def parse_request(body, limits: Limits, defaults) -> tuple:
     """(texts, options, split, format) from a request body, or (status, message) for a bad one. The
     sentences are checked for size once segmented (the budget's `check_sizes`); here the texts'
@@ -129,10 +151,8 @@ def parse_request(body, limits: Limits, defaults) -> tuple:
     if fmt == "text" and (len(sentences) > limits.max_sentences or n_best):
         if refused := check_sizes(sentences, limits):
             return refused
-    bound = limits.max_sentences * (limits.max_chars + 1) if fmt == "text" else limits.max_document_chars
-    if (chars := sum(map(len, sentences))) > bound:  # bounds the work segmentation and tokenization take
-        flags = "--max-sentences sentences of --max-chars" if fmt == "text" else "--max-document-chars"
-        return 413, f"the texts hold {chars:,} characters; the limit is {bound:,} ({flags})"
+    if refused := check_texts(sentences, fmt, limits):
+        return refused
     split = split and not n_best
     ceilings = {
         "beam": (limits.max_beam, "--max-beam"),

@@ -21,7 +21,8 @@ from mt.formats.archives import Bounds, TooLarge
 from mt.inference.documents import cut_segmented, join_lines, lines_of, segment_lines, texts_of, token_counter
 from mt.inference.formatted import translate_formatted
 from mt.serving.access import RateLimiter, read_keys
-from mt.serving.budget import Budget
+from mt.serving.admission import Admission
+from mt.serving.budget import Budget, settle, unheeded
 from mt.serving.request_batcher import Batcher
 from mt.serving.requests import Limits, Refused, shown
 
@@ -51,61 +52,40 @@ class Counted:
     drop: Callable[[], None] = lambda: None
 
 
-def _settle(future: asyncio.Future) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-def _quiet(future: asyncio.Future) -> None:
-    """A page's failure once the request has already failed is not worth a warning of its own."""
-    if not future.cancelled():
-        future.exception()
-
-
 class BatchedTranslator:
-    """A pair's translator as a document's translation sees it (on a worker thread): its sentences
-    are charged to the request's budget before any is decoded, then go through the pair's batcher
-    with everyone else's, a request's worth at a time, so that other requests decode between them;
-    a document given up on (past --timeout) stops, the part in the batcher included. With a `gate`
-    (a request of several pages) it says so once its sentences are charged (`counted`) and waits
-    for the gate, which opens once every page of the request is charged: so every page is counted
-    before any is decoded, and each is parsed and segmented once. All else is the translator's own."""
+    """A pair's translator as a document's translation sees it (on a document thread): its
+    sentences are charged to the request's budget before any is decoded, then go through the
+    pair's batcher with everyone else's, a request's worth at a time, so that other requests decode
+    between them; once the budget is spent, what waits in the batcher is let go and the thread
+    stops. With a `gate` (a request of several pages) it says so once its sentences are charged
+    (`counted`) and waits for the gate, which opens once every page of the request is charged: so
+    every page is counted before any is decoded, and each is parsed and segmented once. All else
+    is the translator's own (the markup's alignment passes check the budget between batches)."""
 
     def __init__(self, pair: Pair, loop, budget: Budget, kind: str, gate: threading.Event | None = None):
         self.pair, self.loop, self.budget, self.kind, self.gate = pair, loop, budget, kind, gate
-        self.given_up = threading.Event()
         self.counted = loop.create_future() if gate is not None else None  # made on the loop's own thread
-        self._lock, self._pending = threading.Lock(), None
 
     def __getattr__(self, name):
         return getattr(self.pair.translator, name)
-
-    def give_up(self) -> None:
-        """Past the deadline: nothing more is sent, and the part in the batcher is dropped."""
-        with self._lock:
-            self.given_up.set()
-            if self._pending is not None:
-                self._pending.cancel()
 
     def translate(self, sentences, options=None, *, hypotheses=False, progress=None, **_):
         glossary = (options or self.pair.translator.options).glossary
         self.budget.charge(sentences, glossary, counted=self.kind != "file", sized=False)
         if self.gate is not None and sentences:
-            self.loop.call_soon_threadsafe(_settle, self.counted)
+            self.loop.call_soon_threadsafe(settle, self.counted)
             self.gate.wait(self.budget.left())  # the deadline bounds the wait, whatever the loop does
         found, chunk = [], self.budget.limits.max_sentences
         for start in range(0, len(sentences), chunk):
-            with self._lock:
-                if self.given_up.is_set() or self.budget.expired():
-                    raise self.budget.timed_out()
-                work = self.pair.batcher.translate(sentences[start : start + chunk], options)
-                self._pending = asyncio.run_coroutine_threadsafe(work, self.loop)
+            self.budget.check()
+            work = self.pair.batcher.translate(sentences[start : start + chunk], options, self.budget)
+            pending = asyncio.run_coroutine_threadsafe(work, self.loop)
+            self.budget.on_give_up(pending.cancel)
             try:
-                found += self._pending.result()
-            except concurrent.futures.CancelledError:
+                found += pending.result(self.budget.left() + 1)  # given up on: cancelled before then
+            except (concurrent.futures.CancelledError, concurrent.futures.TimeoutError):
                 raise self.budget.timed_out() from None
-        if self.budget.expired():  # what comes back past the deadline is not an answer within it
-            raise self.budget.timed_out()
+        self.budget.check()  # what comes back past the deadline is not an answer within it
         return found if hypotheses else [h[0].text for h in found]
 
 
@@ -124,6 +104,7 @@ class Service:
         self.rate = RateLimiter(getattr(args, "rate_limit", 0) or 0)
         self._downloads: tempfile.TemporaryDirectory | None = None  # translated files, until fetched
         self.clock = time.monotonic  # what requests' deadlines are read on
+        self.admission = Admission(limits.max_requests, limits.max_documents)
 
     def load_in_background(self) -> None:
         threading.Thread(target=self._load, daemon=True).start()
@@ -186,6 +167,7 @@ class Service:
         return Path(self._downloads.name)
 
     async def stop(self) -> None:
+        self.admission.close()
         if self._downloads is not None:
             self._downloads.cleanup()
         for pair in self.pairs.values():
@@ -248,39 +230,38 @@ class Service:
 
     def _prepare(self, translator, texts: list[str], split: bool, options, budget: Budget) -> tuple:
         """Texts made ready to translate: their lines cut into sentences, the sentences charged to
-        the budget, then cut to the model. Runs on a worker thread, off the event loop."""
+        the budget, then cut to the model. Runs on a worker thread, off the event loop, under the
+        budget (`within` carries it here), whose checkpoints the segmenting passes."""
         lines, counts = lines_of(texts)
         segmented = segment_lines(lines, translator.cfg.data.src_lang, split)
         budget.charge([s for line in segmented for s in line.sentences], options.glossary)
         pieces, cuts, _ = cut_segmented(segmented, lines, translator.max_src_tokens, token_counter(translator))
         return pieces, cuts, counts, sum(sum(n > 1 for n in cut.pieces) for cut in cuts)
 
-    async def _within_time(self, work, budget: Budget, on_timeout=None):
-        """`work` awaited until the request's deadline (504 past it); what it refuses as a user
-        error is a 400 (413 for a file too large to unpack)."""
+    async def _within_time(self, work, budget: Budget):
+        """`work` awaited within the request's budget (504 past its deadline, and the whole
+        request given up on); what it refuses as a user error is a 400 (413 for a file too large
+        to unpack)."""
         try:
-            return await asyncio.wait_for(work, budget.left())
-        except (asyncio.TimeoutError, TimeoutError):
-            if on_timeout:
-                on_timeout()
-            raise budget.timed_out() from None
+            return await budget.within(work)
         except TooLarge as e:
             raise Refused(413, str(e)) from None
         except UserError as e:  # an engine that cannot do what was asked (a glossary on CTranslate2)
             raise Refused(400, str(e)) from None
 
     async def _decode(self, pair: Pair, sentences: list[str], options, budget: Budget):
-        return await self._within_time(pair.batcher.translate(sentences, options), budget)
+        return await self._within_time(pair.batcher.translate(sentences, options, budget), budget)
 
     async def translate_document(self, pair: Pair, data, fmt: str, options, name="the file", budget=None, kind="file"):
         """A document (a file's bytes, or a text in a format: `kind` "page") translated with its
-        markup, its sentences charged to the request's budget before any is decoded, then batched
-        with other requests'; bounded by --max-document-chars, what an archive may unpack to and
-        the request's deadline."""
+        markup, on a document thread (503 where none is free), its sentences charged to the
+        request's budget before any is decoded, then batched with other requests'; bounded by
+        --max-document-chars, what an archive may unpack to and the request's deadline."""
         budget = budget or self.budget()
+        threads = self.admission.documents(1)
         translator = BatchedTranslator(pair, asyncio.get_running_loop(), budget, kind)
-        work = asyncio.to_thread(self._formatted, translator, data, fmt, options, name)
-        return await self._within_time(work, budget, translator.give_up)
+        work = threads.run(budget, self._formatted, translator, data, fmt, options, name)
+        return await self._within_time(work, budget)
 
     async def translate_pages(self, pair: Pair, texts: list[str], fmt: str, options, budget: Budget) -> list[str]:
         """A request's texts in a format (html, markdown, srt, vtt), all counted against its limits
@@ -288,40 +269,35 @@ class Service:
         return await (await self.count_pages(pair, texts, fmt, options, budget)).decode()
 
     async def count_pages(self, pair: Pair, texts: list[str], fmt: str, options, budget: Budget) -> Counted:
-        """Each text parsed, segmented and charged to the budget on a thread of its own, one after
-        another; each then waits there, its work kept, until `decode` opens the gate for all."""
+        """Each text parsed, segmented and charged to the budget on a document thread of its own
+        (all reserved at once: 503 where they are not free), one after another; each then waits
+        there, its work kept, until `decode` opens the gate for all."""
         loop, gate = asyncio.get_running_loop(), threading.Event()
         readers = [BatchedTranslator(pair, loop, budget, "page", gate) for _ in texts]
-
-        def drop():
-            for reader in readers:
-                reader.give_up()
-            gate.set()
-
-        # a thread a page: those counted wait at the gate, so a shared pool could fill with them
-        threads = concurrent.futures.ThreadPoolExecutor(max(1, len(texts)), thread_name_prefix="page")
+        threads = self.admission.documents(len(texts))
+        budget.on_give_up(gate.set)  # a page waiting at the gate goes, to stop at its next check
         pages = []
         try:
             for reader, text in zip(readers, texts):
-                page = loop.run_in_executor(threads, self._formatted, reader, text, fmt, options, "the text")
-                page.add_done_callback(_quiet)
+                page = threads.run(budget, self._formatted, reader, text, fmt, options, "the text")
+                page.add_done_callback(unheeded)
                 pages.append(page)
-                await self._within_time(_charged(page, reader.counted), budget, drop)
+                await self._within_time(_charged(page, reader.counted), budget)
         except BaseException:
-            drop()
+            budget.give_up()
             raise
         finally:
-            threads.shutdown(wait=False)  # its threads end with their pages
+            threads.release()
 
         async def decode():
             gate.set()
             try:
-                return await self._within_time(asyncio.gather(*pages), budget, drop)
+                return await self._within_time(asyncio.gather(*pages), budget)
             except BaseException:
-                drop()
+                budget.give_up()
                 raise
 
-        return Counted(decode, drop)
+        return Counted(decode, budget.give_up)
 
     def _formatted(self, translator: BatchedTranslator, data, fmt: str, options, name: str):
         """`data` translated by `translator` (on a worker thread), within the server's bounds."""

@@ -238,3 +238,57 @@ def test_the_operators_max_depth_holds_on_libretranslates_api_too():
         _glossary(None, nested, Limits(max_depth=16))
     with pytest.raises(Refused, match="glossary entry 1"):
         _glossary(None, nested, Limits(max_depth=40))  # read, then refused for what it is
+
+
+def test_a_form_that_repeats_q_gets_every_text_translated(server):
+    """A form (as a browser or curl -d sends it) with q twice: a list back, as for a JSON list; any
+    other field given twice is refused, never one of its values dropped."""
+    from urllib.parse import urlencode
+
+    def form(pairs):
+        return post(server, content=urlencode(pairs), headers={"content-type": "application/x-www-form-urlencoded"})
+
+    fields = [
+        ("q", "le chat noir"),
+        ("q", "le chien blanc"),
+        ("source", "fr"),
+        ("target", "en"),
+        ("api_key", "good-key"),
+    ]
+    sent = form(fields)
+    assert sent.status_code == 200 and sent.json() == {"translatedText": ["the black cat", "the white dog"]}, sent.text
+    twice = form([*fields, ("target", "de")])
+    assert twice.status_code == 400 and "target is given 2 times" in twice.json()["error"], twice.text
+
+
+def test_texts_are_sized_before_any_is_detected_or_tokenized(monkeypatch):
+    """Too many texts, or too many characters, are refused before detection or the tokenizing for
+    alternatives touch them; /detect is sized the same way."""
+    import asyncio
+    import json
+
+    from starlette.requests import Request
+    from test_serve import stub_service
+
+    from mt.serving import libretranslate
+    from mt.serving.requests import Limits, Refused
+
+    def untouched(*args, **kwargs):
+        raise AssertionError("detected before the texts were sized")
+
+    monkeypatch.setattr(libretranslate, "detect_ranked", untouched)
+    monkeypatch.setattr(libretranslate, "_detected", untouched)
+    limits = Limits(max_sentences=4, max_chars=50)
+    service = stub_service(limits)
+    service.pairs[("fr", "en")].translator.tokenizer.encode_batch = untouched
+    scope = {"type": "http", "method": "POST", "path": "/translate", "query_string": b"", "client": ("10.0.0.1", 1),
+             "headers": [(b"content-type", b"application/json")]}  # fmt: skip
+    bodies = [
+        {"q": ["un"] * 5, "source": "auto", "target": "en", "alternatives": 1},
+        {"q": ["x" * 300, "y"], "source": "auto", "target": "en", "alternatives": 1},
+    ]
+    for body in bodies:
+        for route in (libretranslate.translate, libretranslate.detect):
+            with pytest.raises(Refused, match="--max-") as refused:
+                asyncio.run(route(service, Request(scope), json.dumps(body).encode(), limits))
+            assert refused.value.status == 413
