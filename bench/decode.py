@@ -165,6 +165,7 @@ def engine_rows(args) -> list[dict]:
             bleu = round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2)
             rows.append({"engine": args.engine, "decoding": options.name, "seconds": round(seconds, 4), "bleu": bleu})
             rows[-1] |= {"sentences": len(src), "test": args.test, "output_words": sum(len(h.split()) for h in hyp)}
+            rows[-1]["source_tokens"] = sum(len(ids) for ids in translator.tokenizer.encode_batch(src))
             rows[-1]["allocator"] = allocator.active()
             print(f"{args.engine:<27} {options.name:<7} {seconds:7.2f} s", file=sys.stderr)
         # the weights as stored: CTranslate2's export (with its vmap), or mt's checkpoint
@@ -250,6 +251,7 @@ def main(argv=None):
     src_count, args.test = rows[0]["sentences"], rows[0]["test"]
     for row in rows:
         row["sentences_per_s"] = round(src_count / row["seconds"], 1)
+        row["source_tokens_per_s"] = round(row["source_tokens"] / row["seconds"])
     for row in rows:
         peer = next((r for r in rows if r["engine"] == PEER and r["decoding"] == row["decoding"]), None)
         row["vs_ctranslate2_int8"] = round(row["seconds"] / peer["seconds"], 2) if peer else None
@@ -259,12 +261,14 @@ def main(argv=None):
         f"\n{src_count} sentences of {args.test}, batch {args.batch_size}, {args.workers} worker(s), "
         f"best of {args.rounds} round(s), {hardware}"
     )
-    head = f"{'engine':<30}{'decoding':<9}{'seconds':>9}{'sent/s':>9}{'BLEU':>7}{'x CT2 int8':>12}{'paired':>8}"
+    head = f"{'engine':<30}{'decoding':<9}{'seconds':>9}{'sent/s':>9}{'src tok/s':>10}{'BLEU':>7}"
+    head += f"{'x CT2 int8':>12}{'paired':>8}"
     print(head + f"{'RSS MB':>8}{'disk MB':>9}  malloc")
     for r in rows:
         ratios = (r["vs_ctranslate2_int8"], r["vs_ctranslate2_int8_paired"])
         ratio, paired = (f"{x:.2f}" if x is not None else "n/a" for x in ratios)
-        line = f"{r['engine']:<30}{r['decoding']:<9}{r['seconds']:>9.2f}{r['sentences_per_s']:>9.1f}{r['bleu']:>7.2f}"
+        line = f"{r['engine']:<30}{r['decoding']:<9}{r['seconds']:>9.2f}{r['sentences_per_s']:>9.1f}"
+        line += f"{r['source_tokens_per_s']:>10,}{r['bleu']:>7.2f}"
         print(line + f"{ratio:>12}{paired:>8}{r['peak_rss_mb']:>8}{r['disk_mb']:>9}  {r['allocator']}")
     write_results(args, rows, src_count, hardware)
 

@@ -26,7 +26,7 @@ from mt.files import atomic_write
 
 SHORTLIST_FILE = "shortlist.pt"
 FORMAT = "mt-shortlist-1"
-PER_SOURCE, FREQUENT = 20, 100  # chosen on newstest2012: 20 and 10 kept BLEU as 50 did, and decode faster
+PER_SOURCE, FREQUENT = 20, 100  # targets a source piece brings, and pieces always allowed (bench/shortlist.py)
 PAIR_CHUNK = 4_000_000  # sentence co-occurrence pairs counted at a time (memory: ~100 MB of keys)
 MERGE_EVERY = 8  # chunks of counts summed into one, so that memory holds the distinct pairs and a few chunks
 
@@ -43,8 +43,8 @@ class Shortlist:
     def allowed(self, src: torch.Tensor) -> torch.Tensor:
         """(B, S) padded source ids -> (A,) the sorted target ids a batch's outputs may hold: its
         source ids' targets, the frequent ids and the specials (first, in their own places). One
-        set for the whole batch, as Marian and CTranslate2 take it: on newstest2012 it held 99.9% of
-        the pieces of the unrestricted outputs, each sentence's own targets 97%."""
+        set for the whole batch, as Marian and CTranslate2 take it (a sentence's own targets alone
+        would leave out more of the pieces its unrestricted output holds)."""
         src = src.clamp(max=self.table.size(0) - 1)  # an id past the learned table: an unknown piece
         found = torch.zeros(self.target_vocab, dtype=torch.bool, device=src.device)
         found[: len(SPECIALS)] = True

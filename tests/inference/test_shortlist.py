@@ -178,12 +178,28 @@ def test_the_command_wants_corpora_for_a_run_without_them(tmp_path):
     assert len(translator.shortlist.allowed(src)) < translator.vocab
 
 
-def test_a_server_request_and_flag_turn_it_off():
+def test_a_server_request_and_flag_turn_it_off(run):
+    """The server loads the run with its shortlist on, or off under --no-shortlist; a request's
+    "shortlist": false turns it off for that request alone."""
     from mt.serve import parse_args
-    from mt.serving.requests import from_mapping
+    from mt.serving.app import model_sets
+    from mt.serving.requests import Limits, from_mapping
+    from mt.serving.service import Service
 
-    assert from_mapping({"shortlist": False}, DecodeOptions()).shortlist is False
-    assert parse_args(["--no-shortlist"]).no_shortlist and not parse_args([]).no_shortlist
+    only(Translator.load(run), "the black dog").save(run)
+    loaded = {}
+    for flags in ([], ["--no-shortlist"]):
+        args = parse_args(["--model", str(run), *flags])
+        service = Service(model_sets(args), args, Limits())
+        service._load()  # as the server loads its pairs when it starts
+        assert service.ready, service.error
+        loaded[bool(flags)] = service.pairs[("fr", "en")].translator
+    on, off = loaded[False], loaded[True]
+    assert on.options.shortlist is not False and off.options.shortlist is False
+    assert "cat" not in on.translate(["le chat noir"], beam=1)[0]
+    assert off.translate(["le chat noir"], beam=1) == ["the black cat"]
+    asked_off = from_mapping({"shortlist": False}, on.options)
+    assert on.translate(["le chat noir"], asked_off, beam=1) == ["the black cat"]
 
 
 def test_a_catalog_corpus_gives_the_pairs_to_learn_from(mirror):
