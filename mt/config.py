@@ -47,6 +47,7 @@ class DataConfig:
     test: CorpusSpec | list[CorpusSpec] | None = None  # translation: test set(s), scored by the end-of-training report
     clean: bool = False  # translation: strip whitespace, drop training pairs with no letters or source = target
     dedup: bool = False  # translation: drop exactly repeated training pairs
+    held_out: bool = True  # translation: drop training pairs whose source is a validation or test sentence
     draw: int | None = None  # translation: pairs read, each corpus its weight's share (no weights: each at most this)
     max_len: int = 128  # translation: longer pairs (in tokens) are dropped
     max_len_ratio: float = 3.0  # translation: pairs whose token lengths differ more are dropped
@@ -59,6 +60,13 @@ class DataConfig:
         if self.valid is None:
             return []
         return self.valid if isinstance(self.valid, list) else [self.valid]
+
+    @property
+    def test_sets(self) -> list[CorpusSpec]:
+        """data.test as a list; none: empty."""
+        if not self.test:
+            return []
+        return self.test if isinstance(self.test, list) else [self.test]
 
 
 @dataclass

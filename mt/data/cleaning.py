@@ -3,7 +3,8 @@
 data.clean strips surrounding whitespace and drops pairs with no letter on a side (numbers,
 punctuation, session headers made of symbols) and pairs whose source and target are the same text
 (untranslated lines). data.dedup keeps the first of exactly repeated pairs (after stripping when
-data.clean is on). Validation and test sets are never cleaned: they are scored as published.
+data.clean is on). Validation and test sets are never cleaned: they are scored as published; and
+no training pair whose source is one of theirs is kept (`without_held_out`), whatever the recipe.
 """
 
 from __future__ import annotations
@@ -56,3 +57,24 @@ def clean_pairs(ds: datasets.Dataset, clean: bool, dedup: bool, what: str, log=s
         raise UserError(f"{what}: no pair is left after cleaning (data.clean, data.dedup)")
     src, tgt = zip(*kept)
     return datasets.Dataset.from_dict({"src": list(src), "tgt": list(tgt)}, features=ds.features)
+
+
+def normalised(text: str) -> str:
+    """A sentence as held-out sets are compared: whitespace collapsed, case folded."""
+    return " ".join(text.split()).casefold()
+
+
+def without_held_out(ds: datasets.Dataset, held_out: frozenset[str], what: str, log=sys.stderr) -> datasets.Dataset:
+    """`ds` without the pairs whose source (`normalised`) is in `held_out`, the validation and test
+    sets' sources: a training pair that is a test sentence would score the model on what it has
+    seen. Says how many were dropped."""
+    if not held_out:
+        return ds
+    keep = [i for i, s in enumerate(ds["src"]) if normalised(s) not in held_out]
+    if len(keep) == len(ds):
+        return ds
+    if log is not None:
+        print(f"{what}: {len(ds) - len(keep):,} pairs dropped, their source in a validation or test set", file=log)
+    if not keep:
+        raise UserError(f"{what}: every pair's source is in a validation or test set")
+    return ds.select(keep)

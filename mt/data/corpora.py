@@ -33,7 +33,7 @@ import numpy as np
 
 from mt.data import catalog
 from mt.data.batching import Ragged
-from mt.data.cleaning import clean_pairs
+from mt.data.cleaning import clean_pairs, without_held_out
 from mt.errors import UserError
 from mt.files import count_lines, read_chosen_lines, read_lines
 
@@ -319,11 +319,13 @@ def load_corpora(
     log=sys.stderr,
     draw: int | None = None,
     seed: int = 0,
+    held_out: frozenset[str] = frozenset(),
 ) -> tuple[datasets.Dataset, np.ndarray, list[int] | None]:
     """The corpora, each cleaned as asked (mt.data.cleaning: duplicates are looked for within each
-    corpus), concatenated; for each pair how many times it goes into an epoch; and with mixing
-    weights (mt.data.mixing), each corpus' pair count instead of repeats. With `draw`, a corpus
-    gives at most its share of that many pairs (`_draws`), chosen by `seed`."""
+    corpus) and without the pairs whose source is `held_out` (a validation or test sentence),
+    concatenated; for each pair how many times it goes into an epoch; and with mixing weights
+    (mt.data.mixing), each corpus' pair count instead of repeats. With `draw`, a corpus gives at
+    most its share of that many pairs (`_draws`), chosen by `seed`."""
     options = [corpus_options(s) for s in specs]
     weighted = [weight is not None for _, _, weight in options]
     if any(weighted) and not all(weighted):
@@ -335,7 +337,8 @@ def load_corpora(
         pairs = load_pairs(spec, role, src_lang, tgt_lang, drawn)
         if drawn is not None and len(pairs) == drawn.count and log is not None:
             print(f"{role} {spec_label(spec)}: drew {drawn.count:,} pairs at random (data.draw)", file=log)
-        parts.append(clean_pairs(pairs, clean, dedup, f"{role} {spec_label(spec)}", log))
+        cleaned = clean_pairs(pairs, clean, dedup, f"{role} {spec_label(spec)}", log)
+        parts.append(without_held_out(cleaned, held_out, f"{role} {spec_label(spec)}", log))
     repeats = np.concatenate([np.full(len(p), repeat, dtype=np.int32) for p, (_, repeat, _) in zip(parts, options)])
     sizes = [len(p) for p in parts] if all(weighted) else None
     return (parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)), repeats, sizes

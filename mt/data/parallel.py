@@ -14,6 +14,7 @@ from typing import NamedTuple
 import datasets
 
 from mt.data import catalog
+from mt.data.cleaning import normalised
 from mt.data.corpora import (
     Draw,
     EncodedCorpus,
@@ -76,8 +77,13 @@ def prepare_parallel(data, tokenizer_settings, seed: int, tokenizer_from: Path |
         )
     cache = catalog.data_dir() / "cache"
     langs = data.src_lang, data.tgt_lang
-    train, repeats, sizes = load_corpora(data.train, "train", *langs, data.clean, data.dedup, log, data.draw, seed)
     valid_specs = data.valid_sets
+    held_out = frozenset()
+    if data.held_out:  # off only where a toy task scores the very pairs it learns from
+        held_out = held_out_sources(valid_specs, "valid", langs) | held_out_sources(data.test_sets, "test", langs)
+    train, repeats, sizes = load_corpora(
+        data.train, "train", *langs, data.clean, data.dedup, log, data.draw, seed, held_out
+    )
     fixed = Draw(data.valid_pairs, (0,)) if data.valid_pairs else None  # the same pairs whatever the seed
     valid = [load_pairs(spec, "valid", *langs, fixed) for spec in valid_specs]
     weights = corpus_weights(data.train) if sizes else None
@@ -101,6 +107,12 @@ def prepare_parallel(data, tokenizer_settings, seed: int, tokenizer_from: Path |
         for label, pairs in zip(labels, valid)
     ]
     return ParallelData(tokenizer, encoded, mixture, valid_sets)
+
+
+def held_out_sources(specs: list, role: str, langs: tuple[str, str]) -> frozenset[str]:
+    """Every source sentence of the `role` sets `specs` name, whole (not only the pairs a
+    validation scores), normalised as training sources are compared with them."""
+    return frozenset(normalised(s) for spec in specs for s in load_pairs(spec, role, *langs)["src"])
 
 
 def _mixture(specs: list, train: EncodedCorpus, weights: list[float], seed: int, log) -> Mixture:

@@ -20,14 +20,15 @@ RESULTS = "results.json"
 
 
 def test_specs(cfg: Config) -> list:
-    test = cfg.data.test
-    return test if isinstance(test, list) else [test] if test else []
+    return cfg.data.test_sets
 
 
 def translation_report(cfg: Config, run_dir: Path, device: str, log=None) -> dict:
-    """Score `best` on each test set with the recipe's beam, translate the demo, write results.json."""
+    """Score `best` on each test set with the recipe's beam, each line translated as mt.translate
+    translates a file's, translate the demo, write results.json."""
     log = log or sys.stderr
     from mt.data.corpora import columns, load_pairs, spec_label  # imports `datasets`, slow to load
+    from mt.inference.documents import translate_lines
     from mt.inference.translator import Translator
 
     translator = Translator.load(run_dir, device)
@@ -40,7 +41,9 @@ def translation_report(cfg: Config, run_dir: Path, device: str, log=None) -> dic
     for spec in test_specs(cfg):
         src, ref = columns(load_pairs(spec, "test", d.src_lang, d.tgt_lang), "src", "tgt")
         start = time.perf_counter()
-        hyp = translator.translate(src, beam=beam)
+        # as mt.translate reads a file: cut into sentences, and one too long for the model cut at its
+        # clauses, never truncated
+        hyp = translate_lines(translator, src, translator.options.replace(beam=beam)).lines
         scores = corpus_scores(hyp, ref)
         label = spec_label(spec)
         results["test"][label] = {

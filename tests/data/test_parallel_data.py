@@ -211,3 +211,31 @@ def test_cleaning_counts_each_rule_through_the_loader(tmp_path):
     assert len(untouched) == 7 and untouched["src"][0] == "le chat "
     only_dedup, *_ = load_corpora([spec], "train", "fr", "en", dedup=True, log=None)
     assert len(only_dedup) == 6  # without clean, "le chat " and "le chat" differ
+
+
+def test_no_validation_or_test_source_is_trained_on(tmp_path):
+    """A training pair whose source is a validation or test sentence (whitespace and case aside)
+    is dropped, whichever set names it, and the log counts it; the validation set stays whole."""
+    import io
+
+    from mt.config import load_config
+    from mt.data.parallel import prepare_parallel
+
+    fr = [f"le chat numéro {i} dort près de la fenêtre" for i in range(300)]
+    en = [f"the cat number {i} sleeps near the window" for i in range(300)]
+    for folder in ("train", "valid", "test"):
+        (tmp_path / folder).mkdir()
+    train = text_spec(
+        tmp_path / "train", fr + ["Le  CHAT numéro 1000 dort", "le chien numéro 7 court"], en + ["x", "y"]
+    )
+    valid = text_spec(
+        tmp_path / "valid", ["le chat numéro 1000 dort", "un autre chat dort"], ["the cat 1000 sleeps", "a cat sleeps"]
+    )
+    test = text_spec(tmp_path / "test", ["Le chien numéro 7 court"], ["the dog number 7 runs"])
+    cfg = load_config("recipes/multi30k.yaml", ["tokenizer.vocab_size=60"])
+    cfg.data.train, cfg.data.valid, cfg.data.test = [train], valid, [test]
+    log = io.StringIO()
+    data = prepare_parallel(cfg.data, cfg.tokenizer, 1, None, log)
+    said = log.getvalue()
+    assert "train c: 2 pairs dropped, their source in a validation or test set" in said, said
+    assert data.train.pairs["src"] == fr and len(data.valid_sets[0].sources) == 2

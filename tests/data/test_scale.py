@@ -36,6 +36,7 @@ cfg = load_config("recipes/multi30k.yaml", [
     f"data.train=[{{path: parquet, data_files: {parquet}, columns: {{fr: fr, en: en}}}}]",
     f"data.valid={{path: text, data_files: {{fr: {work}/valid.fr, en: {work}/valid.en}}}}",
     "data.max_tokens=16384", "data.num_proc=2", "tokenizer.vocab_size=2000", "tokenizer.max_pairs=20000",
+    "data.held_out=false",
     f"out_dir={work}/run"])
 (work / "run").mkdir()
 from mt.runtime import Runtime
