@@ -75,6 +75,18 @@ HANSARD_PARTS = ("house.training", "senate.training", "house.testing", "senate.t
 # members, kept here xz-compressed (a third of the size; read as a stream all the same).
 _EUROPARL = "https://www.statmt.org/europarl/v7/fr-en.tgz"
 
+# Technical text translated by people (mt/data/technical.py reads each form). The mirror's copies of
+# the two repositories keep only what the readers take; their checksums are of those copies.
+_PYDOCS = "python-docs-fr-b279d876e2a3381605d38ea62b863f60abadc92c"
+_DJANGODOCS = "django-docs-translations-b599584e1790241518b95844be27460fa85960a7"
+_CHEATSHEETS = "cheatsheet-translation-99f45b6d65b8e60f637d8ac0db15f76327197c23"
+_LO_HELP = "libreoffice-help-{}_7.4.7-1+deb12u14_all.deb"
+_LO_HELP_SHA256 = {
+    "en-us": "8faa840285734d6cfe1ed25537b48f07e74bd6412e3917bf8e5f8a653f7b3712",
+    "fr": "c796530d3e95af1ea4d054076682efc8aad2b569ae9513f3d4a776b2df3fd206",
+}
+DEBIAN_POOL = "debian:pool/main/libr/libreoffice/"  # fetched from the Debian mirror apt is set to use
+
 CORPORA: dict[str, list[RemoteFile]] = {
     "tinyshakespeare": [
         RemoteFile(
@@ -102,6 +114,31 @@ CORPORA: dict[str, list[RemoteFile]] = {
     "europarl": [
         RemoteFile(f"europarl-v7.fr-en.{lang}.xz", _EUROPARL, None, member=f"europarl-v7.fr-en.{lang}")
         for lang in ("fr", "en")
+    ],
+    "pydocs_fr": [
+        RemoteFile(
+            f"{_PYDOCS}.tar.gz",
+            f"https://github.com/python/python-docs-fr/archive/{_PYDOCS.rsplit('-', 1)[1]}.tar.gz",
+            "42baeceb3b0c06c9942307ec9150d3b2799151ca81bc61ec1d64eee2cec2dd79",
+        )
+    ],
+    "djangodocs_fr": [
+        RemoteFile(
+            f"{_DJANGODOCS}.tar.gz",
+            f"https://github.com/django/django-docs-translations/archive/{_DJANGODOCS.rsplit('-', 1)[1]}.tar.gz",
+            "37e27b3491e82137e41eba11a804d9f1fb210e9f764be434be9d9fa7fd36ad50",
+        )
+    ],
+    "libreoffice_help": [
+        RemoteFile(_LO_HELP.format(lang), DEBIAN_POOL + _LO_HELP.format(lang), sha)
+        for lang, sha in _LO_HELP_SHA256.items()
+    ],
+    "ml_cheatsheets": [
+        RemoteFile(
+            f"{_CHEATSHEETS}.tar.gz",
+            f"https://github.com/shervinea/cheatsheet-translation/archive/{_CHEATSHEETS.rsplit('-', 1)[1]}.tar.gz",
+            "cd68ce31c1a09172aa9ed382d3464fe1884c4c86b4ce7fcea491e1510f4d5888",
+        )
     ],
 }
 
@@ -191,6 +228,8 @@ def _download(rf: RemoteFile, tmp: Path, target: Path) -> None:
 
 
 def _fetch_url(url: str, tmp: Path, target: Path) -> None:
+    if url.startswith("debian:"):
+        url = debian_mirror() + url.removeprefix("debian:")
     print(f"downloading {url}", flush=True)
     try:
         with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
@@ -201,6 +240,17 @@ def _fetch_url(url: str, tmp: Path, target: Path) -> None:
             f"cannot download {url} ({reason}); offline, set MT_DATA_MIRROR to a folder holding "
             f"<corpus>/{target.name} or place the file at {target}"
         ) from None
+
+
+def debian_mirror() -> str:
+    """The Debian archive this machine's apt fetches from (its first deb URI), ending in '/'."""
+    found = []
+    for path in sorted(Path("/etc/apt").glob("sources.list.d/*.sources")) + [Path("/etc/apt/sources.list")]:
+        text = path.read_text(errors="replace") if path.is_file() else ""
+        found += re.findall(r"^URIs:\s*(\S+)", text, re.M) + re.findall(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)", text, re.M)
+    if not found:
+        raise UserError("no Debian mirror is set for apt here; set MT_DATA_MIRROR to a folder holding the packages")
+    return found[0].rstrip("/") + "/"
 
 
 def _archive_member(rf: RemoteFile, archive: Path) -> bytes:

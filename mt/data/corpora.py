@@ -19,6 +19,7 @@ lines, read as a stream, so that only the chosen pairs are ever held in memory.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import shutil
@@ -31,11 +32,11 @@ from pathlib import Path
 import datasets
 import numpy as np
 
-from mt.data import catalog
+from mt.data import catalog, technical
 from mt.data.batching import Ragged
 from mt.data.cleaning import clean_pairs, without_held_out
 from mt.errors import UserError
-from mt.files import count_lines, read_chosen_lines, read_lines
+from mt.files import atomic_write, count_lines, read_chosen_lines, read_lines
 
 # The Multi30k split a role takes when a recipe names the corpus alone.
 MULTI30K_DEFAULT_SPLIT = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
@@ -174,8 +175,37 @@ def _catalog_pairs(spec: str, role: str, src_lang: str, tgt_lang: str, draw: Dra
         if sets is None:
             raise UserError(f"name the newstest set to {role} on, e.g. newstest:newstest2012")
         return aligned_parts(files(*(f"{name}.{{lang}}" for name in sets)), draw)
+    if corpus in TECHNICAL:
+        return _technical_pairs(corpus, split or role, src_lang, tgt_lang, draw)
     catalog.files(corpus)  # unknown name: the catalog's error, with a suggestion
     raise UserError(f"corpus '{corpus}' holds plain text, not translation pairs")
+
+
+# Each technical corpus's reader, over its catalog files in the catalog's order (mt/data/technical.py).
+TECHNICAL = {
+    "pydocs_fr": lambda files: technical.gettext_pairs(files[0], r"\.po$"),
+    "djangodocs_fr": lambda files: technical.gettext_pairs(files[0], r"/translations/fr/LC_MESSAGES/"),
+    "libreoffice_help": lambda files: technical.help_pairs(*files),  # English, then French
+    "ml_cheatsheets": lambda files: technical.cheatsheet_pairs(files[0]),
+}
+
+
+def _technical_pairs(corpus: str, split: str, src_lang: str, tgt_lang: str, draw: Draw | None) -> datasets.Dataset:
+    """A technical corpus's `split`, its pairs extracted from the published files on first use and
+    kept as line-aligned files beside them (`technical.write_splits`; its counts said once)."""
+    if {src_lang, tgt_lang} != {"en", "fr"}:
+        raise UserError(f"{corpus} holds English-French pairs, not {src_lang}-{tgt_lang}")
+    if split not in technical.SPLITS:
+        raise UserError(f"{corpus} has the splits {', '.join(technical.SPLITS)}, not '{split}'")
+    folder = catalog.data_dir() / corpus / "pairs"
+    done = folder / "counts.json"
+    if not done.is_file():
+        published = [catalog.corpus_file(corpus, rf.name) for rf in catalog.files(corpus)]
+        counts = technical.write_splits(TECHNICAL[corpus](published), folder)
+        atomic_write(done, lambda tmp: Path(tmp).write_text(json.dumps(counts) + "\n"))
+        said = ", ".join(f"{n:,} {name}" for name, n in counts.items())
+        print(f"{corpus}: pairs read from its published files: {said}", file=sys.stderr)
+    return aligned_parts([(folder / f"{split}.{src_lang}", folder / f"{split}.{tgt_lang}")], draw)
 
 
 def _tatoeba_pairs(path: Path, src_lang: str, tgt_lang: str, draw: Draw | None) -> datasets.Dataset:
