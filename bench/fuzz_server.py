@@ -155,8 +155,8 @@ def fuzz(url: str, n: int, clients: int, seed: int, deadline_s: float) -> Counte
 
 
 def _expected_refusal(status: int, answer) -> str:
-    """' deadline' or ' busy' for a 5xx that says so (the server's deadline, or a full server in
-    LibreTranslate's 500), which is not a failure under load; '' otherwise."""
+    """' deadline' or ' busy' for a 5xx that says so (the server's deadline, a 504 or LibreTranslate's
+    500; a full server's 503), which is not a failure under load, but is counted apart; '' otherwise."""
     error = answer.get("error", "") if isinstance(answer, dict) else ""
     if status >= 500 and "(--timeout)" in error:
         return " deadline"

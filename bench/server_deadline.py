@@ -60,13 +60,14 @@ def percentile(values: list[float], p: float) -> float:
 
 def plain_beside_documents(url: str, tries: int, uploads: int, timeout: float) -> dict:
     """Each try: `uploads` clients upload a page at once, and a plain request follows a second later."""
-    latencies, statuses = [], {}
+    latencies, statuses, lock = [], {}, threading.Lock()
 
     def upload():
         with httpx.Client(timeout=timeout + 30) as http:
             files = {"file": ("page.html", page(150).encode())}
             status = http.post(f"{url}/translate_file", files=files).status_code
-            statuses[str(status)] = statuses.get(str(status), 0) + 1
+            with lock:
+                statuses[str(status)] = statuses.get(str(status), 0) + 1
 
     for _ in range(tries):
         threads = [threading.Thread(target=upload) for _ in range(uploads)]

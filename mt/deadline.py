@@ -5,14 +5,13 @@ writing a document) call `checkpoint()` between their pieces. Past the deadline,
 request's answer has gone, the next checkpoint raises, so no work runs on for a request that no
 one waits for. With no deadline set (the command line) a checkpoint does nothing.
 
-The budget travels in a context variable: `asyncio.to_thread` copies it into the worker thread,
-and `in_context` does the same for an executor of one's own."""
+The budget travels in a context variable, which `asyncio.to_thread` copies into its worker thread;
+an executor of one's own sets it there (`bound`)."""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 
 _current: contextvars.ContextVar = contextvars.ContextVar("mt_deadline", default=None)
 
@@ -37,9 +36,3 @@ def bound(budget):
         yield budget
     finally:
         _current.reset(token)
-
-
-def in_context(function, *args):
-    """`function(*args)` as a callable that runs in a copy of this context (its deadline included):
-    for `loop.run_in_executor`, which, unlike `asyncio.to_thread`, does not carry the context."""
-    return functools.partial(contextvars.copy_context().run, function, *args)

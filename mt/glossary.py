@@ -10,6 +10,7 @@ Source terms match whole words, case-insensitively, longest first, and never ove
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,9 +68,9 @@ class Glossary:
         return root
 
     @functools.cached_property
-    def _found(self) -> dict[str, list[Term]]:
-        """What `find` gave each text lately: a server's budget and its decoding thread ask for the
-        same sentences."""
+    def _found(self) -> dict[bytes, list[Term]]:
+        """What `find` gave each text lately, by the text's digest (the texts themselves are not
+        kept): a server's budget and its decoding thread ask for the same sentences."""
         return {}
 
     def find(self, text: str) -> list[Term]:
@@ -77,7 +78,8 @@ class Glossary:
         longest that starts there; matches never overlap, and a term counts as often as it occurs.
         A walk down the terms' index from each token: the work is bounded by the text's tokens
         times the longest term's, whatever the number of terms."""
-        if (known := self._found.get(text)) is not None:
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        if (known := self._found.get(key)) is not None:
             return known
         lowered, found = text.lower(), []
         tokens = [(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(lowered)]
@@ -97,7 +99,7 @@ class Glossary:
             found.append(best[1])
         if len(self._found) >= _REMEMBERED:
             self._found.clear()
-        self._found[text] = found
+        self._found[key] = found
         return found
 
     def __len__(self) -> int:

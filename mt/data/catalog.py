@@ -243,14 +243,17 @@ def _fetch_url(url: str, tmp: Path, target: Path) -> None:
 
 
 def debian_mirror() -> str:
-    """The Debian archive this machine's apt fetches from (its first deb URI), ending in '/'."""
+    """The Debian archive this machine's apt fetches from (its first URI of Debian's main archive),
+    ending in '/'. Its mirrors keep a package's current version only: once the help packages are
+    superseded, the mirror folder (MT_DATA_MIRROR) is where they come from."""
     found = []
     for path in sorted(Path("/etc/apt").glob("sources.list.d/*.sources")) + [Path("/etc/apt/sources.list")]:
         text = path.read_text(errors="replace") if path.is_file() else ""
         found += re.findall(r"^URIs:\s*(\S+)", text, re.M) + re.findall(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)", text, re.M)
-    if not found:
-        raise UserError("no Debian mirror is set for apt here; set MT_DATA_MIRROR to a folder holding the packages")
-    return found[0].rstrip("/") + "/"
+    archives = [uri for uri in found if uri.rstrip("/").endswith("/debian")]  # not security, not a third party's
+    if not archives:
+        raise UserError("no Debian archive is set for apt here; set MT_DATA_MIRROR to a folder holding the packages")
+    return archives[0].rstrip("/") + "/"
 
 
 def _archive_member(rf: RemoteFile, archive: Path) -> bytes:

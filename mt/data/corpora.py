@@ -24,6 +24,7 @@ import math
 import os
 import shutil
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -118,6 +119,9 @@ def _saved(ds: datasets.Dataset, folder: Path) -> datasets.Dataset:
     writer has a folder of its own until one rename puts it in place: of two runs drawing the same
     pairs at once, the second to finish finds the first's in place and reads that (the same pairs)."""
     partial = folder.with_name(f"{folder.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    for stale in folder.parent.glob(f"{folder.name}.partial-*"):  # a writer killed mid-write: a day on, gone
+        if time.time() - stale.stat().st_mtime > 86_400:
+            shutil.rmtree(stale, ignore_errors=True)
     try:
         ds.save_to_disk(str(partial))
         try:

@@ -67,6 +67,9 @@ def gettext_pairs(archive: Path, member_pattern: str) -> Iterator[Pair]:
             yield page, rest_text(entry.msgid), rest_text(entry.msgstr)
 
 
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
 class _IdTexts(HTMLParser):
     """The text of each element whose id names a help paragraph or heading (par_id…, hd_id…)."""
 
@@ -78,16 +81,17 @@ class _IdTexts(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         if self._open:
-            self._open.append(tag)
+            if tag not in _VOID:
+                self._open.append(tag)
             return
         found = dict(attrs).get("id") or ""
         if found.startswith(("par_id", "hd_id")) and found not in self.texts:
             self._open, self._id, self._parts = [tag], found, []
 
     def handle_endtag(self, tag):
-        if not self._open:
+        if tag not in self._open:  # a stray end tag closes nothing
             return
-        while self._open and self._open.pop() != tag:  # an element left open inside: closed with it
+        while self._open.pop() != tag:  # an element left open inside: closed with it
             pass
         if not self._open:
             self.texts[self._id] = " ".join("".join(self._parts).split())
@@ -103,7 +107,7 @@ def help_pairs(english: Path, french: Path) -> Iterator[Pair]:
     pages = {lang: dict(_help_pages(path, lang)) for lang, path in (("en-US", english), ("fr", french))}
     for page in sorted(pages["en-US"].keys() & pages["fr"].keys()):
         en, fr = pages["en-US"][page], pages["fr"][page]
-        for key in en.keys() & fr.keys():
+        for key in sorted(en.keys() & fr.keys()):  # an order of its own: the draws are reproducible
             yield page, en[key], fr[key]
 
 

@@ -162,6 +162,7 @@ class CTranslate2Translator:
             intra_threads=max(1, threads // workers),
             inter_threads=workers,
         )
+        self.workers = workers
 
     def translate(
         self,
@@ -175,8 +176,9 @@ class CTranslate2Translator:
         **changes,
     ):
         """As mt's Translator.translate. CTranslate2 cannot stop a batch once begun, so the
-        sentences go to it `batch_size` at a time, shortest first, and `stop` is asked between
-        those calls: a server's request given up on stops at the end of the batch in hand."""
+        sentences go to it a batch for each of its workers at a time, shortest first, and `stop`
+        is asked between those calls: a server's request given up on stops once the batches in
+        hand are done."""
         from mt.inference.search import Cancelled, Hypothesis
 
         o = (options or self.options).replace(**changes)
@@ -190,10 +192,11 @@ class CTranslate2Translator:
         pieces = [p[: self.max_src_tokens] for p in self.tokenizer.split(sentences)]
         todo = sorted((i for i, p in enumerate(pieces) if p), key=lambda i: len(pieces[i]))
         found = [[Hypothesis("", 0.0, [])] for _ in sentences]
-        for start in range(0, len(todo), batch_size):
+        at_once = batch_size * self.workers
+        for start in range(0, len(todo), at_once):
             if stop is not None and stop():
                 raise Cancelled("the search was stopped")
-            rows = todo[start : start + batch_size]
+            rows = todo[start : start + at_once]
             for i, r in zip(rows, self._translate_batch([pieces[i] for i in rows], o, batch_size)):
                 found[i] = [
                     Hypothesis(self.tokenizer.join(h), s, [self.tokenizer.piece_id(p) for p in h], h)

@@ -15,6 +15,7 @@ import concurrent.futures
 import contextlib
 import threading
 
+from mt.serving.budget import unheeded
 from mt.serving.requests import Refused, read_capped
 
 RETRY_AFTER_S = 2  # what a 503 suggests: a document's turn is seconds, not minutes
@@ -76,22 +77,22 @@ class Documents:
         self.admission, self.unused = admission, count
 
     def run(self, budget, function, *args) -> asyncio.Future:
-        """`function(*args)` on a reserved thread, answering to `budget` (mt.deadline)."""
+        """`function(*args)` on a reserved thread, answering to `budget` (mt.deadline). The thread
+        is given back when the work ends, or when it is cancelled before it began."""
         self.unused -= 1
 
         def work():
-            try:
-                with budget.running():
-                    budget.check()  # given up on before its thread came: nothing to do
-                    return function(*args)
-            finally:
-                self.admission._free(1)
+            with budget.running():
+                budget.check()  # given up on before its thread came: nothing to do
+                return function(*args)
 
         try:
-            return asyncio.get_running_loop().run_in_executor(self.admission.threads, work)
+            started = self.admission.threads.submit(work)
         except BaseException:
             self.admission._free(1)
             raise
+        started.add_done_callback(lambda _: self.admission._free(1))
+        return asyncio.wrap_future(started)
 
     def release(self) -> None:
         """Give back the threads reserved and never started."""
@@ -101,18 +102,30 @@ class Documents:
 
 
 @contextlib.asynccontextmanager
-async def received(service, request, cap: int, flag: str, slack: int = 65536):
+async def received(service, request, cap: int, flag: str, slack: int = 65536, forms_are_libretranslate=False):
     """A request taken in (503 where the server already holds --max-requests): its budget, whose
     deadline runs from arrival, and its body (413 past `cap`). Its client going away before the
-    answer gives the budget up, so that none of its work runs on."""
+    answer gives the budget up, so that none of its work runs on. The body is read within the
+    deadline, so that a client trickling it holds its place no longer than any other request.
+    `forms_are_libretranslate`: a form on this route is LibreTranslate's, so is answered in its
+    statuses from the start."""
+    if forms_are_libretranslate and is_form(request):  # known by its headers: a full server is its 429
+        request.scope["libretranslate"] = True
     with service.admission.request():
         budget = service.budget()
-        raw = await read_capped(request, cap, flag, slack)
+        raw = await budget.within(read_capped(request, cap, flag, slack))  # a trickling body: 504, not a hold
         watcher = asyncio.get_running_loop().create_task(_watch(request, budget))
+        watcher.add_done_callback(unheeded)
         try:
             yield raw, budget
         finally:
             watcher.cancel()
+
+
+def is_form(request) -> bool:
+    """Whether a request comes as a form or with `q` in its query string (LibreTranslate's way)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    return kind in ("application/x-www-form-urlencoded", "multipart/form-data") or "q" in request.query_params
 
 
 async def _watch(request, budget) -> None:

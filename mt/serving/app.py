@@ -98,7 +98,7 @@ def _add_routes(app, service: Service, args, limits: Limits) -> None:
 
     @app.post("/translate")
     async def translate(request: Request):
-        async with received(service, request, limits.max_body_bytes, "--max-body-bytes", 0) as (raw, budget):
+        async with received(service, request, limits.max_body_bytes, "--max-body-bytes", 0, True) as (raw, budget):
             if libretranslate.speaks_libretranslate(request, raw, limits):
                 request.scope["libretranslate"] = True
                 return await libretranslate.translate(service, request, raw, limits, budget)

@@ -150,11 +150,11 @@ async def _count_group(service: Service, pair: Pair | None, texts: list[str], fm
     none = [[] for _ in texts]
     if pair is None:
         return Counted(lambda: _ready((texts, none)))
-    terms, budget, limits = ask
+    terms, budget, limits, threads = ask
     glossary = _glossary(pair.translator.options.glossary, terms, limits)
     options, limit = pair.translator.options.replace(glossary=glossary), pair.translator.max_src_tokens
     if fmt == "html":
-        pages = await service.count_pages(pair, texts, "html", options, budget)
+        pages = await service.count_pages(pair, texts, "html", options, budget, threads)
         return Counted(lambda: _paired(pages.decode(), none), pages.drop)
     encode = pair.translator.tokenizer.encode_batch
     counts = await budget.within(asyncio.to_thread(encode, texts)) if alternatives else [[]] * len(texts)
@@ -213,9 +213,15 @@ async def translate(service: Service, request, raw: bytes, limits: Limits, budge
     detected = await budget.within(asyncio.to_thread(_detected, service, texts)) if source == "auto" else None
     sources = [d["language"] for d in detected] if detected else [source] * len(texts)
     groups = {code: [i for i, s in enumerate(sources) if s == code] for code in dict.fromkeys(sources)}
-    out, alts = await _translate_groups(
-        service, groups, texts, target, fmt, alternatives, (values.get("glossary"), budget, limits)
-    )
+    # pages of every language group hold their threads together: reserved at once for the request
+    threads = service.admission.documents(sum(s != target for s in sources)) if fmt == "html" else None
+    try:
+        out, alts = await _translate_groups(
+            service, groups, texts, target, fmt, alternatives, (values.get("glossary"), budget, limits, threads)
+        )
+    finally:
+        if threads is not None:
+            threads.release()
     answer = {"translatedText": out if batch else out[0]}
     if detected:
         answer["detectedLanguage"] = detected if batch else detected[0]

@@ -21,7 +21,7 @@ from mt.formats.archives import Bounds, TooLarge
 from mt.inference.documents import cut_segmented, join_lines, lines_of, segment_lines, texts_of, token_counter
 from mt.inference.formatted import translate_formatted
 from mt.serving.access import RateLimiter, read_keys
-from mt.serving.admission import Admission
+from mt.serving.admission import Admission, Documents
 from mt.serving.budget import Budget, settle, unheeded
 from mt.serving.request_batcher import Batcher
 from mt.serving.requests import Limits, Refused, shown
@@ -268,13 +268,17 @@ class Service:
         before any is decoded (`count_pages`), then translated together."""
         return await (await self.count_pages(pair, texts, fmt, options, budget)).decode()
 
-    async def count_pages(self, pair: Pair, texts: list[str], fmt: str, options, budget: Budget) -> Counted:
+    async def count_pages(
+        self, pair: Pair, texts: list[str], fmt: str, options, budget: Budget, threads: Documents | None = None
+    ) -> Counted:
         """Each text parsed, segmented and charged to the budget on a document thread of its own
-        (all reserved at once: 503 where they are not free), one after another; each then waits
-        there, its work kept, until `decode` opens the gate for all."""
+        (all reserved at once, 503 where they are not free; or taken from `threads`, the request's
+        reservation for pages of several pairs), one after another; each then waits there, its
+        work kept, until `decode` opens the gate for all."""
         loop, gate = asyncio.get_running_loop(), threading.Event()
         readers = [BatchedTranslator(pair, loop, budget, "page", gate) for _ in texts]
-        threads = self.admission.documents(len(texts))
+        own = threads is None
+        threads = self.admission.documents(len(texts)) if own else threads
         budget.on_give_up(gate.set)  # a page waiting at the gate goes, to stop at its next check
         pages = []
         try:
@@ -287,7 +291,8 @@ class Service:
             budget.give_up()
             raise
         finally:
-            threads.release()
+            if own:
+                threads.release()
 
         async def decode():
             gate.set()

@@ -128,3 +128,9 @@ def test_the_technical_corpora_load_from_the_mirror(mirror, corpus, capsys):
     assert "pairs read from its published files" in capsys.readouterr().err
     again = load_pairs(corpus, "valid", "en", "fr")
     assert len(again) == sizes["valid"] and capsys.readouterr().err == ""  # extracted once
+
+
+def test_a_stray_end_tag_or_a_void_element_does_not_cut_a_paragraph_short():
+    parser = technical._IdTexts()
+    parser.feed('<p id="par_id1">Click <img src="x.png"> OK</span>, then <b>Apply</b>.</p><p id="par_id2">Next</p>')
+    assert parser.texts == {"par_id1": "Click OK, then Apply.", "par_id2": "Next"}
