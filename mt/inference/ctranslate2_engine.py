@@ -179,7 +179,7 @@ class CTranslate2Translator:
         sentences go to it a batch for each of its workers at a time, shortest first, and `stop`
         is asked between those calls: a server's request given up on stops once the batches in
         hand are done."""
-        from mt.inference.search import Cancelled, Hypothesis
+        from mt.inference.search import Cancelled, Hypothesis, output_limit
 
         o = (options or self.options).replace(**changes)
         if o.glossary:
@@ -197,17 +197,22 @@ class CTranslate2Translator:
             if stop is not None and stop():
                 raise Cancelled("the search was stopped")
             rows = todo[start : start + at_once]
-            for i, r in zip(rows, self._translate_batch([pieces[i] for i in rows], o, batch_size)):
+            # mt's cap on each output (output_limit): CTranslate2 takes one for the call, so each
+            # output is cut to its own after; <END> is not counted by CTranslate2
+            caps = [output_limit(len(pieces[i]) + 1, self.max_src_tokens + 1, o.max_len) - 1 for i in rows]
+            results = self._translate_batch([pieces[i] for i in rows], o, batch_size, max(caps))
+            for i, cap, r in zip(rows, caps, results):
                 found[i] = [
-                    Hypothesis(self.tokenizer.join(h), s, [self.tokenizer.piece_id(p) for p in h], h)
+                    Hypothesis(self.tokenizer.join(h[:cap]), s, [self.tokenizer.piece_id(p) for p in h[:cap]], h[:cap])
                     for h, s in zip(r.hypotheses, r.scores)
                 ]
             if progress:
                 progress(len(rows))
         return found if hypotheses else [h[0].text for h in found]
 
-    def _translate_batch(self, pieces: list[list[str]], o: DecodeOptions, batch_size: int):
-        """One call of CTranslate2's search over `pieces` (each a source's tokens) with options `o`."""
+    def _translate_batch(self, pieces: list[list[str]], o: DecodeOptions, batch_size: int, most: int):
+        """One call of CTranslate2's search over `pieces` (each a source's tokens) with options `o`,
+        each output `most` tokens at most."""
         return self.engine.translate_batch(
             [p + [SPECIALS[3]] for p in pieces],
             max_batch_size=batch_size,
@@ -215,7 +220,7 @@ class CTranslate2Translator:
             num_hypotheses=o.n_best,
             length_penalty=o.length_penalty,
             return_scores=True,
-            max_decoding_length=o.max_len or self.cfg.data.max_len,
+            max_decoding_length=most,
             min_decoding_length=0,  # as mt's search: <END> may come first (CTranslate2's default is 1)
             suppress_sequences=[[SPECIALS[0]], [SPECIALS[2]]],
             sampling_topk=(o.top_k or 0) if o.sampling else 1,

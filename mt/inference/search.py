@@ -77,13 +77,17 @@ def _only_end(logp: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return torch.where(rows[:, None], end_only, logp)
 
 
+def output_limit(source_tokens: int, positions: int, max_len: int | None = None) -> int:
+    """The most tokens (with <END>) an output may have, for a source of `source_tokens` (its <END>
+    included): twice its source plus 10, or `max_len` + 1, within the model's `positions`. The one
+    rule of every engine: mt's searches, and CTranslate2's (mt/inference/ctranslate2_engine.py)."""
+    return min(max_len + 1 if max_len is not None else 2 * source_tokens + 10, positions)
+
+
 def output_limits(src: torch.Tensor, model_max_len: int, max_len: int | None = None) -> torch.Tensor:
-    """(B,) the most tokens (with <END>) each sentence may produce: twice its source plus 10 (or
-    `max_len` + 1), within the model's positions."""
-    if max_len is not None:
-        return torch.full((src.size(0),), min(max_len + 1, model_max_len), device=src.device)
-    src_len = (src != PAD).sum(dim=1)
-    return torch.clamp(2 * src_len + 10, max=model_max_len)
+    """(B,) `output_limit` of each (B, S) padded source."""
+    src_len = (src != PAD).sum(dim=1).tolist()
+    return torch.tensor([output_limit(n, model_max_len, max_len) for n in src_len], device=src.device)
 
 
 def _additive(mask: torch.Tensor) -> torch.Tensor:

@@ -24,8 +24,8 @@ def test_specs(cfg: Config) -> list:
 
 
 def translation_report(cfg: Config, run_dir: Path, device: str, log=None) -> dict:
-    """Score `best` on each test set with the recipe's beam, each line translated as mt.translate
-    translates a file's, translate the demo, write results.json."""
+    """Score `best` on each test set with the recipe's beam (a line too long for the model cut at its
+    clauses, as mt.translate cuts it, not truncated), translate the demo, write results.json."""
     log = log or sys.stderr
     from mt.data.corpora import columns, load_pairs, spec_label  # imports `datasets`, slow to load
     from mt.inference.documents import translate_lines
@@ -35,15 +35,16 @@ def translation_report(cfg: Config, run_dir: Path, device: str, log=None) -> dic
     d, beam = cfg.data, cfg.decode.beam
     results = {
         "checkpoint": str(run_dir / "best.pt"),
-        "decoding": f"beam {beam}, length penalty {cfg.decode.length_penalty}",
+        "decoding": f"beam {beam}, length penalty {cfg.decode.length_penalty}; lines past the model's length "
+        "cut at their clauses",
         "test": {},
     }
     for spec in test_specs(cfg):
         src, ref = columns(load_pairs(spec, "test", d.src_lang, d.tgt_lang), "src", "tgt")
         start = time.perf_counter()
-        # as mt.translate reads a file: cut into sentences, and one too long for the model cut at its
-        # clauses, never truncated
-        hyp = translate_lines(translator, src, translator.options.replace(beam=beam)).lines
+        # each line one sentence, as mt.evaluate scores it; one too long for the model cut at its
+        # clauses (as mt.translate cuts it), never truncated
+        hyp = translate_lines(translator, src, translator.options.replace(beam=beam), split=False).lines
         scores = corpus_scores(hyp, ref)
         label = spec_label(spec)
         results["test"][label] = {

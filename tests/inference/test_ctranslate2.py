@@ -96,3 +96,21 @@ def test_the_shortlist_is_exported_as_a_vocabulary_map_and_used(run_dir, tmp_pat
     )
     assert short.returncode == 0 and whole.returncode == 0, short.stderr + whole.stderr
     assert "cat" not in short.stdout and whole.stdout == "the black cat\n"
+
+
+def test_an_output_that_loops_is_cut_where_mts_is(run_dir, tmp_path):
+    """Both engines cap an output at twice its source plus 10 tokens (mt.inference.search's
+    output_limit): sources the model repeats itself on come out the same on either."""
+    from mt.inference.ctranslate2_engine import CTranslate2Translator
+    from mt.inference.search import output_limit
+    from mt.inference.translator import Translator
+
+    out = tmp_path / "ct2"
+    assert cli("mt.export", "--model", str(run_dir), "--out", str(out)).returncode == 0
+    ours, theirs = Translator.load(run_dir), CTranslate2Translator(out)
+    odd = [" ".join([word] * n) for word in ("le", "noir", "et", "chat,") for n in (1, 3, 8)]
+    mine = ours.translate(odd, beam=1, hypotheses=True)
+    other = theirs.translate(odd, beam=1, hypotheses=True)
+    assert [h[0].ids for h in other] == [h[0].ids for h in mine]
+    caps = [output_limit(len(ids) + 1, ours.max_src_tokens + 1) - 1 for ids in ours.encode(odd)]
+    assert any(len(h[0].ids) == cap for h, cap in zip(mine, caps)), "no output reached its cap: no loop tested"

@@ -173,7 +173,7 @@ def test_ctranslate2_is_asked_to_stop_between_its_batches():
     engine.cfg = SimpleNamespace(data=SimpleNamespace(max_len=64))
     engine.tokenizer = SimpleNamespace(split=lambda sentences: [s.split() for s in sentences])
 
-    def translate_batch(pieces, o, batch_size):
+    def translate_batch(pieces, o, batch_size, most):
         calls.append(len(pieces))
         return [SimpleNamespace(hypotheses=[], scores=[]) for _ in pieces]
 
