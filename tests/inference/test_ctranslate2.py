@@ -98,19 +98,27 @@ def test_the_shortlist_is_exported_as_a_vocabulary_map_and_used(run_dir, tmp_pat
     assert "cat" not in short.stdout and whole.stdout == "the black cat\n"
 
 
-def test_an_output_that_loops_is_cut_where_mts_is(run_dir, tmp_path):
-    """Both engines cap an output at twice its source plus 10 tokens (mt.inference.search's
-    output_limit): sources the model repeats itself on come out the same on either."""
+def test_an_output_that_loops_is_cut_where_mts_is(tmp_path):
+    """Both engines cap an output by one rule (mt.inference.search's output_limit): twice its source
+    plus 10 tokens, or the decode section's max_len. A random model, which rarely ends a sentence,
+    loops into both caps, and the two engines' outputs are the same token for token."""
+    import dataclasses
+
+    from random_marian import FRENCH, build, sentences
+
+    from mt.importers.marian import import_marian
     from mt.inference.ctranslate2_engine import CTranslate2Translator
     from mt.inference.search import output_limit
     from mt.inference.translator import Translator
 
-    out = tmp_path / "ct2"
-    assert cli("mt.export", "--model", str(run_dir), "--out", str(out)).returncode == 0
-    ours, theirs = Translator.load(run_dir), CTranslate2Translator(out)
-    odd = [" ".join([word] * n) for word in ("le", "noir", "et", "chat,") for n in (1, 3, 8)]
-    mine = ours.translate(odd, beam=1, hypotheses=True)
-    other = theirs.translate(odd, beam=1, hypotheses=True)
-    assert [h[0].ids for h in other] == [h[0].ids for h in mine]
-    caps = [output_limit(len(ids) + 1, ours.max_src_tokens + 1) - 1 for ids in ours.encode(odd)]
-    assert any(len(h[0].ids) == cap for h, cap in zip(mine, caps)), "no output reached its cap: no loop tested"
+    build(tmp_path / "hf")
+    run = import_marian(str(tmp_path / "hf"), tmp_path / "run", ("fr", "en"))
+    assert cli("mt.export", "--model", str(run), "--out", str(tmp_path / "ct2")).returncode == 0
+    ours, theirs = Translator.load(run), CTranslate2Translator(tmp_path / "ct2")
+    src = sentences(FRENCH, 12, 3)
+    for max_len in (None, ours.options.max_len):  # the rule relative to the source, and the run's own cap
+        options = dataclasses.replace(ours.options, beam=1, max_len=max_len)
+        mine = [h[0].ids for h in ours.translate(src, options, hypotheses=True)]
+        assert [h[0].ids for h in theirs.translate(src, options, hypotheses=True)] == mine
+        caps = [output_limit(len(ids) + 1, ours.max_src_tokens + 1, max_len) - 1 for ids in ours.encode(src)]
+        assert any(len(ids) == cap for ids, cap in zip(mine, caps)), f"no output reached its cap ({max_len=})"
