@@ -54,6 +54,7 @@ import yaml
 from mt.checkpoint import BEST, load_checkpoint
 from mt.cpu import allocator
 from mt.data.corpora import columns, load_pairs
+from mt.data.tokenizer import load_tokenizer
 from mt.decode_options import DecodeOptions
 from mt.errors import UserError, cli_entry, require_extra
 from mt.hardware import describe
@@ -157,6 +158,7 @@ def engine_rows(args) -> list[dict]:
         if shortlist and not (translator.vmap if ct2 else translator.shortlist is not None):
             make = f"python -m mt.shortlist {args.model}"
             raise UserError(f"{args.model} has no shortlist for the '{args.engine}' row; make one: {make}")
+        source_tokens = sum(len(ids) for ids in load_tokenizer(Path(args.model)).encode_batch(src))
         for beam in (1, 5):
             options = DecodeOptions(
                 beam=beam, length_penalty=cfg.decode.length_penalty, max_len=args.max_len, shortlist=shortlist
@@ -165,7 +167,7 @@ def engine_rows(args) -> list[dict]:
             bleu = round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2)
             rows.append({"engine": args.engine, "decoding": options.name, "seconds": round(seconds, 4), "bleu": bleu})
             rows[-1] |= {"sentences": len(src), "test": args.test, "output_words": sum(len(h.split()) for h in hyp)}
-            rows[-1]["source_tokens"] = sum(len(ids) for ids in translator.tokenizer.encode_batch(src))
+            rows[-1]["source_tokens"] = source_tokens  # the run's own pieces, whatever the engine's tokenizer
             rows[-1]["allocator"] = allocator.active()
             print(f"{args.engine:<27} {options.name:<7} {seconds:7.2f} s", file=sys.stderr)
         # the weights as stored: CTranslate2's export (with its vmap), or mt's checkpoint

@@ -227,6 +227,7 @@ def quality_runs(on_gpu: bool, quick: bool, precision: str) -> list[tuple[str, s
             "model.n_head=4",
             "tokenizer.vocab_size=1000",
             "data.train=[multi30k:test_2017_flickr]",  # 1,000 pairs: the machinery, not the quality
+            "data.held_out=false",  # it trains on a test set: nothing to hold out of a smoke test
             "train.max_steps=20",
             "train.eval_every=10",
             "train.warmup_steps=5",

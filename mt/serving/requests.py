@@ -208,11 +208,16 @@ async def read_capped(request, cap: int, flag: str = "--max-file-bytes", slack: 
     too_big = f"the body is over {cap:,} bytes ({flag})"
     if declared and declared.isdigit() and int(declared) > cap + slack:
         raise Refused(413, too_big)
+    from starlette.requests import ClientDisconnect
+
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > cap + slack:
-            raise Refused(413, too_big)
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > cap + slack:
+                raise Refused(413, too_big)
+    except ClientDisconnect:  # no one to answer: a status for the log alone
+        raise Refused(400, "the client went away before its body was read") from None
     return bytes(body)
 
 

@@ -63,7 +63,8 @@ def stop(proc):
     """SIGTERM: uvicorn drains, then ends by the signal it was sent, as servers do; no traceback."""
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) in (0, -signal.SIGTERM)
-    assert "Traceback" not in proc.stderr.read()
+    err = proc.stderr.read()
+    assert "Traceback" not in err, err[-3000:]
 
 
 def post(url, body, **kw):
