@@ -194,8 +194,9 @@ def write_splits(pairs: Iterator[Pair], folder: Path) -> dict[str, int]:
     sides: dict[str, tuple[list[str], list[str]]] = {split: ([], []) for split in SPLITS}
     for page, en, fr in pairs:
         if en and fr and en != fr and "\n" not in en + fr:
-            sides[split_of(page)][0].append(en)
-            sides[split_of(page)][1].append(fr)
+            english, french = sides[split_of(page)]
+            english.append(en)
+            french.append(fr)
     folder.mkdir(parents=True, exist_ok=True)
     for split, (en, fr) in sides.items():
         for lang, lines in (("en", en), ("fr", fr)):

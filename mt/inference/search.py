@@ -77,17 +77,18 @@ def _only_end(logp: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return torch.where(rows[:, None], end_only, logp)
 
 
-def output_limit(source_tokens: int, positions: int, max_len: int | None = None) -> int:
+def output_limit(source_tokens, positions: int, max_len: int | None = None):
     """The most tokens (with <END>) an output may have, for a source of `source_tokens` (its <END>
-    included): twice its source plus 10, or `max_len` + 1, within the model's `positions`. The one
-    rule of every engine: mt's searches, and CTranslate2's (mt/inference/ctranslate2_engine.py)."""
-    return min(max_len + 1 if max_len is not None else 2 * source_tokens + 10, positions)
+    included; an int, or a tensor of them): twice its source plus 10, or `max_len` + 1, within the
+    model's `positions`. The one rule of every engine: mt's searches, and CTranslate2's
+    (mt/inference/ctranslate2_engine.py)."""
+    wanted = 2 * source_tokens + 10 if max_len is None else source_tokens * 0 + max_len + 1
+    return wanted.clamp(max=positions) if isinstance(wanted, torch.Tensor) else min(wanted, positions)
 
 
 def output_limits(src: torch.Tensor, model_max_len: int, max_len: int | None = None) -> torch.Tensor:
-    """(B,) `output_limit` of each (B, S) padded source."""
-    src_len = (src != PAD).sum(dim=1).tolist()
-    return torch.tensor([output_limit(n, model_max_len, max_len) for n in src_len], device=src.device)
+    """(B,) `output_limit` of each (B, S) padded source, on its device (no trip to the host)."""
+    return output_limit((src != PAD).sum(dim=1), model_max_len, max_len)
 
 
 def _additive(mask: torch.Tensor) -> torch.Tensor:
