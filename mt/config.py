@@ -5,12 +5,14 @@ UserError naming the key (and, for a typo, the closest valid name).
 
 A recipe may hold per-device blocks, `cpu:` and `cuda:`, each a partial recipe. Once
 `train.device` is resolved (auto: cuda when visible), the matching block is merged over the
-recipe, and the command line's `section.key=value` overrides win over both. The saved run config
-records the merged result.
+recipe; on a CPU that trains in fp32 (no bf16 units: the slowest kind, `mt.hardware`), a
+`cpu_fp32:` block is laid over that. The command line's `section.key=value` overrides win over
+all of them. The saved run config records the merged result, and which blocks made it.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import re
@@ -175,7 +177,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeOptions = field(default_factory=DecodeOptions)
     distill: DistillConfig = field(default_factory=DistillConfig)
-    device_block: str | None = None  # set by the loader: the per-device block that was applied
+    device_block: str | None = None  # set by the loader: the per-device block(s) applied, e.g. "cpu+cpu_fp32"
 
     @property
     def run_dir(self) -> Path:
@@ -188,7 +190,7 @@ class Config:
 # ---------------------------------------------------------------------------------------------
 # Loading and validation
 
-DEVICE_BLOCKS = ("cpu", "cuda")
+DEVICE_BLOCKS = ("cpu", "cuda", "cpu_fp32")
 _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
@@ -401,6 +403,19 @@ def _read_recipe(path: Path) -> dict:
     return raw
 
 
+def _trains_in_fp32(raw: dict, overrides) -> bool:
+    """Whether a recipe (its cpu block merged, the overrides applied) trains in fp32 on this CPU."""
+    import torch
+
+    from mt.hardware import uses_bf16
+
+    given = copy.deepcopy(raw)
+    for o in overrides:
+        _apply_override(given, o)
+    train = given.get("train") if isinstance(given.get("train"), dict) else {}
+    return not uses_bf16(torch.device("cpu"), str(train.get("precision", "auto")))
+
+
 def _merge(base: dict, block: dict) -> dict:
     """`base` with `block`'s keys laid over it, section by section."""
     out = dict(base)
@@ -430,13 +445,16 @@ def load_config(path: str | Path, overrides: list[str] = (), device: str | None 
     from mt.hardware import resolve_device  # only here: reading a recipe needs no torch otherwise
 
     chosen = device or resolve_device(str(train_section.get("device", "auto")))
-    if chosen in blocks:
-        raw = _merge(raw, blocks[chosen])
+    applied = [name for name in (chosen,) if name in blocks]
+    if chosen == "cpu" and "cpu_fp32" in blocks and _trains_in_fp32(_merge(raw, blocks.get("cpu", {})), overrides):
+        applied.append("cpu_fp32")
+    for name in applied:
+        raw = _merge(raw, blocks[name])
     for o in overrides:
         _apply_override(raw, o)
     if "device_block" in raw:
         raise UserError(f"{path}: 'device_block' is set by the loader, not by a recipe")
-    raw["device_block"] = chosen if chosen in blocks else None
+    raw["device_block"] = "+".join(applied) or None
     source = str(path) + (" (with overrides)" if overrides else "")
     cfg = _section(Config, raw, "", source)
     if cfg.train.init_from:

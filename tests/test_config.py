@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mt.config import load_config
+from mt.config import ModelConfig, load_config
 from mt.errors import UserError
 
 RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
@@ -104,6 +104,21 @@ def test_device_block_for_cpu_and_for_cuda(tmp_path):
     assert (cpu.device_block, cpu.train.max_steps, cpu.model.n_layer, cpu.train.compile) == ("cpu", 7, 2, False)
     cuda = load_config(path, device="cuda")  # resolution only: no GPU is needed to choose the block
     assert (cuda.device_block, cuda.train.max_steps, cuda.model.n_layer, cuda.train.compile) == ("cuda", 9000, 6, True)
+
+
+def test_a_cpu_that_trains_in_fp32_lays_its_own_block_over_the_cpu_one(tmp_path, monkeypatch):
+    import mt.hardware
+
+    path = write(tmp_path, BLOCKS + "cpu_fp32:\n  model:\n    d_model: 96\n")
+    monkeypatch.setattr(mt.hardware, "cpu_has_bf16", lambda: False)
+    slow = load_config(path, device="cpu")
+    assert (slow.device_block, slow.train.max_steps, slow.model.d_model) == ("cpu+cpu_fp32", 7, 96)
+    assert load_config(path, ["model.d_model=120"], device="cpu").model.d_model == 120  # the command line wins
+    assert load_config(path, ["train.precision=bf16"], device="cpu").device_block == "cpu"  # bf16 asked for
+    assert load_config(path, device="cuda").device_block == "cuda"
+    monkeypatch.setattr(mt.hardware, "cpu_has_bf16", lambda: True)
+    fast = load_config(path, device="cpu")
+    assert (fast.device_block, fast.model.d_model) == ("cpu", ModelConfig().d_model)
 
 
 def test_train_device_picks_the_block_and_command_line_keys_win(tmp_path):

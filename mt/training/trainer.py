@@ -188,7 +188,8 @@ class Trainer:
         self.micro_workers = MicroBatchWorkers(runtime.micro_batch_workers)
         self.log = print if world.is_main else (lambda *a, **k: None)
         n_params = sum(p.numel() for p in model.parameters())
-        block = f", recipe's {cfg.device_block} block applied" if cfg.device_block else ""
+        blocks = (cfg.device_block or "").split("+")
+        block = f", recipe's {' and '.join(blocks)} block{'s' * (len(blocks) > 1)} applied" if cfg.device_block else ""
         self.log(
             f"{cfg.name}: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, vocab {task.vocab_size}, on {device}"
             + (f" x {world.size} processes" if world.size > 1 else "")
