@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from mt.errors import UserError
-from mt.files import atomic_write
+from mt.files import atomic_write, sha256_of
 
 LAST, BEST = "last.pt", "best.pt"
 
@@ -28,6 +28,17 @@ def fit_weights(model: torch.nn.Module, state: dict, path: Path, problem: str) -
 def run_checkpoint(run_dir: Path) -> Path | None:
     """The checkpoint a run directory is read by: best.pt, else last.pt; None when it has neither."""
     return next((run_dir / name for name in (BEST, LAST) if (run_dir / name).is_file()), None)
+
+
+def fingerprint(path: Path) -> str:
+    """A checkpoint file's SHA-256: which model a file kept beside it (a calibrator) belongs to."""
+    return sha256_of(path)
+
+
+def run_and_checkpoint(run: str | Path) -> tuple[Path, Path | None]:
+    """(run directory, the checkpoint it is read by) of a run directory or of a checkpoint file in one."""
+    run = Path(run)
+    return (run.parent, run) if run.is_file() else (run, run_checkpoint(run))
 
 
 def save_checkpoint(path: Path, state: dict) -> None:

@@ -4,6 +4,7 @@ whole new one, never a part of either)."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import lzma
 import os
 import tempfile
@@ -124,3 +125,12 @@ def atomic_write(path: Path, write: Callable[[str], None]) -> None:
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def sha256_of(path: Path) -> str:
+    """A file's SHA-256 in hex, read a mebibyte at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

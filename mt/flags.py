@@ -9,6 +9,7 @@ import dataclasses
 from mt.decode_options import DecodeOptions
 from mt.errors import UserError
 from mt.glossary import read_glossary
+from mt.inference.confidence import WITHHELD, Trust
 from mt.inference.loading import DEFAULT_MODEL
 from mt.inference.translator import load_translator
 
@@ -82,6 +83,30 @@ def add_decoding_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-len", type=int, help="most output tokens per sentence (default: twice the source plus 10)")
     p.add_argument("--n-best", type=int, help="print the N best hypotheses per input with their scores (N <= beam)")
     add_shortlist_arg(p)
+
+
+def add_confidence_args(p: argparse.ArgumentParser) -> None:
+    """--min-confidence and --withheld, of `translate` and `serve` (mt/inference/confidence.py)."""
+    p.add_argument(
+        "--min-confidence",
+        type=float,
+        metavar="P",
+        help="withhold sentences whose confidence (the calibrated probability that the translation is acceptable, "
+        "0 to 1) is under P, and count them",
+    )
+    p.add_argument(
+        "--withheld",
+        choices=WITHHELD,
+        default="source",
+        help="what stands in for a withheld sentence: its source text, as it is (default), or nothing",
+    )
+
+
+def trust_of(args: argparse.Namespace, asked: bool = False) -> Trust | None:
+    """The Trust the flags ask for: with --min-confidence, or where confidence is `asked` for; else None."""
+    if args.min_confidence is None and not asked:
+        return None
+    return Trust(args.min_confidence, args.withheld)
 
 
 def add_shortlist_arg(p: argparse.ArgumentParser) -> None:

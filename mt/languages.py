@@ -1,5 +1,5 @@
-"""Languages as a server names and recognises them: English names for ISO 639-1 codes, and
-detection of the language a text is in, among the ones the server translates from.
+"""Languages as mt names and recognises them: English names for ISO 639-1 codes, and detection of
+the language a text is in, among candidates (a server's source "auto", a translation's confidence).
 
 Detection is py3langid's (langid.py's model, restricted to the candidates): of the libraries
 measured on short French and English validation texts (bench/detectors.py; docs/results.md) it was
@@ -46,9 +46,6 @@ def detect_ranked(texts: list[str], candidates: list[str]) -> list[list[tuple[st
     first. One candidate, or an empty text, gives the candidates in order with no confidence."""
     if len(candidates) == 1 or not any(t.strip() for t in texts):
         return [[(c, 1.0 if text.strip() and len(candidates) == 1 else 0.0) for c in candidates] for text in texts]
-    from mt.errors import require_extra
-
-    require_extra("py3langid", "serve", "detecting the source language")
     identifier = _identifier()
     known = [c for c in candidates if c in identifier.nb_classes]
     if not known:

@@ -15,7 +15,7 @@ import socket
 
 from mt import __version__
 from mt.errors import UserError, cli_entry, require_extra
-from mt.flags import add_glossary_arg, add_model_args, add_scoring_arg, add_shortlist_arg
+from mt.flags import add_confidence_args, add_glossary_arg, add_model_args, add_scoring_arg, add_shortlist_arg
 from mt.serving.app import create_app
 from mt.serving.requests import FLAGS, Limits
 
@@ -58,6 +58,7 @@ def parse_args(argv):
     add_scoring_arg(p)
     add_glossary_arg(p)
     add_shortlist_arg(p)
+    add_confidence_args(p)
     p.add_argument(
         "--api-keys",
         metavar="FILE",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mt.errors import UserError, cli_entry
 from mt.files import atomic_write, output_file, read_lines, split_lines
-from mt.flags import add_decoding_args, add_model_args, from_args, open_translator
+from mt.flags import add_confidence_args, add_decoding_args, add_model_args, from_args, open_translator, trust_of
 from mt.formats import BINARY, EXTENSIONS, FORMATS, check_kind
 from mt.inference.attention_maps import cross_attention, save_heatmap, word_alignment
 from mt.inference.documents import translate_lines
@@ -52,6 +52,12 @@ def parse_args(argv):
         help="text: one translation per line (default); tsv: index, score, text (default with --n-best); "
         "jsonl: one JSON object per hypothesis",
     )
+    p.add_argument(
+        "--confidence",
+        action="store_true",
+        help="say how sure each translation is: its line's confidence (0 to 1) before it and a tab (text), "
+        "a column (tsv), or fields with each word's (jsonl); see --min-confidence",
+    )
     p.add_argument("--alignment", action="store_true", help="append ' ||| ' and source-target word alignments (i-j)")
     p.add_argument("--attention", metavar="PNG", help="save a heatmap of one sentence's cross-attention")
     p.add_argument(
@@ -60,6 +66,7 @@ def parse_args(argv):
     p.add_argument("--head", type=int, help="attention head for --attention/--alignment (default: the mean of all)")
     add_model_args(p)
     add_decoding_args(p)
+    add_confidence_args(p)
     return p.parse_intermixed_args(argv)  # sentences before and after options alike
 
 
@@ -78,6 +85,37 @@ def _attention(translator, source: str, hyp, args):
     src_ids = translator.encode([source], warn_truncated=False)[0]
     weights = cross_attention(translator.model, src_ids, hyp.ids, args.layer, args.head)
     return weights, translator.pieces(src_ids), translator.pieces(hyp.ids)
+
+
+def plain_lines(lines: list[str]) -> str:
+    return "".join(line.replace("\n", " ") + "\n" for line in lines)
+
+
+def judged_lines(lines: list[str], done, fmt: str, shown: bool) -> str:
+    """The output with confidence: each line's before it (text, with `shown`), as a column (tsv),
+    or one JSON object a line with its sentences' confidences and words (jsonl)."""
+    out = []
+    for index, (source, text) in enumerate(zip(lines, done.lines)):
+        text, score = text.replace("\n", " "), done.line_confidence(index)
+        if fmt == "jsonl":
+            sentences = [{"source": s, "translation": t} | c.to_dict() for s, t, c in done.judged[index]]
+            words = [w for s in sentences for w in s["words"]]
+            row = {"index": index, "source": source, "translation": text, "confidence": round(score, 4)}
+            out.append(json.dumps(row | {"words": words, "sentences": sentences}, ensure_ascii=False))
+        elif fmt == "tsv":
+            out.append(f"{index}\t{score:.4f}\t{text}")
+        else:
+            out.append(f"{score:.2f}\t{text}" if shown else text)
+    return "".join(line + "\n" for line in out)
+
+
+def withheld_note(done, trust) -> str:
+    """One line: how many sentences fell under --min-confidence, and what took their place."""
+    instead = "kept in the source language" if trust.withheld == "source" else "left out"
+    lines = [i + 1 for i, line in enumerate(done.judged) if any(c.withheld for _, _, c in line)]
+    named = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
+    where = f" (lines {named})" if lines else ""
+    return f"{done.withheld} of {done.sentences} sentences under confidence {trust.threshold:g}, {instead}{where}"
 
 
 def format_lines(lines, found, fmt: str, alignments=None) -> str:
@@ -119,19 +157,29 @@ def main(argv=None):
     translator = open_translator(args)
     options = from_args(args, translator.options)
     if document is not None:
-        translate_document(args, translator, options, fmt, document)
+        translate_document(args, translator, options, fmt, document, trust_of(args, asked=args.confidence))
         return
     lines = read_input(args)
     if args.attention and len(lines) != 1:
         raise UserError(f"--attention draws one sentence; {len(lines)} were given")
     fmt = args.format or ("tsv" if options.n_best > 1 else "text")
-    if fmt == "text" and not (args.alignment or args.attention):  # whole documents: one line out per line in
-        done = translate_lines(
-            translator, lines, options, args.batch_size, split=not args.no_split, progress=bool(args.output)
+    trust = trust_of(args, asked=args.confidence)
+    if trust is not None and (options.n_best > 1 or args.alignment or args.attention):
+        raise UserError(
+            "--confidence and --min-confidence judge each line's best translation: not with --n-best, --alignment "
+            "or --attention"
         )
+    if trust is not None or (fmt == "text" and not (args.alignment or args.attention)):
+        # whole documents: one line out per line in
+        done = translate_lines(
+            translator, lines, options, args.batch_size, split=not args.no_split, progress=bool(args.output),
+            trust=trust,
+        )  # fmt: skip
         if done.long_sentences:
             print(done.long_note(translator.max_src_tokens), file=sys.stderr)
-        write(args, "".join(line.replace("\n", " ") + "\n" for line in done.lines))
+        write(args, judged_lines(lines, done, fmt, args.confidence) if trust else plain_lines(done.lines))
+        if trust is not None and trust.threshold is not None:
+            print(withheld_note(done, trust), file=sys.stderr)
         return
     found = translator.translate(lines, options, batch_size=args.batch_size, hypotheses=True)
     alignments = None
@@ -184,16 +232,38 @@ def read_document(args, fmt: str) -> bytes:
     return data
 
 
-def translate_document(args, translator, options, fmt: str, data: bytes) -> None:
-    """A document in a format, translated whole with its markup, to --output or standard output."""
+def translate_document(args, translator, options, fmt: str, data: bytes, trust=None) -> None:
+    """A document in a format, translated whole with its markup, to --output or standard output;
+    with confidence asked for, its doubtful sentences listed beside it (`write_doubtful`)."""
+    judged = [] if trust is not None else None
     out = translate_formatted(
         translator, data, fmt, options, batch_size=args.batch_size, split=not args.no_split,
-        progress=bool(args.output), name=args.input or "the input",
+        progress=bool(args.output), name=args.input or "the input", judged=judged,
     )  # fmt: skip
     if args.output:
         atomic_write(Path(args.output), lambda tmp: Path(tmp).write_bytes(out))
     else:
         sys.stdout.write(out.decode("utf-8") + ("" if out.endswith(b"\n") else "\n"))
+    if judged is not None:
+        write_doubtful(args.output, judged, DOUBTFUL if trust.threshold is None else trust.threshold)
+
+
+DOUBTFUL = 0.5  # a document's sentences listed as doubtful under this confidence, without --min-confidence
+
+
+def write_doubtful(output: str | None, judged: list, threshold: float) -> None:
+    """The document's sentences under `threshold`, least sure first, as TSV (confidence, flags,
+    source, translation) in OUTPUT.doubtful.tsv, or on standard error without --output. The
+    document keeps their translations: its markup was placed around them."""
+    doubtful = sorted((c.score, ",".join(c.flags), s, t) for s, t, c in judged if c.score < threshold)
+    rows = "".join(f"{score:.4f}\t{flags}\t{s}\t{t}\n".replace("\r", " ") for score, flags, s, t in doubtful)
+    note = f"{len(doubtful)} of {len(judged)} sentences under confidence {threshold:g}"
+    if output:
+        path = Path(f"{output}.doubtful.tsv")
+        atomic_write(path, lambda tmp: Path(tmp).write_text("confidence\tflags\tsource\ttranslation\n" + rows))
+        print(f"{note}: listed in {path}", file=sys.stderr)
+    else:
+        sys.stderr.write(f"{note}:\n{rows}")
 
 
 def write(args, text: str) -> None:

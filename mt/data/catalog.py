@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import hashlib
 import lzma
 import os
 import re
@@ -23,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.errors import UserError
-from mt.files import atomic_write
+from mt.files import atomic_write, sha256_of
 
 
 @dataclass(frozen=True)
@@ -171,14 +170,6 @@ def files(corpus: str) -> list[RemoteFile]:
     return CORPORA[corpus]
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _ensure(corpus: str, rf: RemoteFile) -> Path:
     target = data_dir() / corpus / rf.name
     if target.is_file() and target.stat().st_size > 0:
@@ -204,7 +195,7 @@ def _fetch_verified(corpus: str, rf: RemoteFile, tmp: Path, target: Path) -> Non
     if tmp.stat().st_size == 0:
         raise UserError(f"{source} is empty; fetch '{corpus}' again or replace the file")
     if rf.sha256:
-        got = _sha256(tmp)
+        got = sha256_of(tmp)
         if got != rf.sha256:
             raise UserError(
                 f"{source}: sha256 {got} does not match the expected {rf.sha256}; "

@@ -12,6 +12,7 @@ optional extra: pip install "mt[ctranslate2]".
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -112,7 +113,8 @@ def vmap_text(shortlist: Shortlist, vocab: list[str]) -> str:
 
 def export(run_dir: str | Path, out_dir: str | Path, quantization: str | None = None) -> Path:
     """Write run_dir's model as a CTranslate2 model directory with the tokenizer and config beside
-    it, and its shortlist where it has one (vmap.txt)."""
+    it, its shortlist where it has one (vmap.txt), and its confidence calibrator where it has one
+    fitted to this checkpoint (an int8 export's confidences come from slightly other numbers)."""
     require_extra("ctranslate2", "ctranslate2", "the CTranslate2 export")
     from mt.inference.loading import load_run
 
@@ -132,7 +134,19 @@ def export(run_dir: str | Path, out_dir: str | Path, quantization: str | None = 
     shortlist = run_shortlist([run_dir], tokenizer.fingerprint(), tokenizer.vocab_size)
     if shortlist is not None:
         (out_dir / VMAP_FILE).write_text(vmap_text(shortlist, tokenizer.vocabulary()), encoding="utf-8")
+    _copy_calibrator(Path(run_dir), out_dir)
     return out_dir
+
+
+def _copy_calibrator(run: Path, out_dir: Path) -> None:
+    """The run's confidence.json beside the export, where it was fitted to the checkpoint exported."""
+    from mt.checkpoint import fingerprint, run_and_checkpoint
+    from mt.inference.confidence import FILE, Calibrator
+
+    run_dir, checkpoint = run_and_checkpoint(run)
+    saved = run_dir / FILE
+    if checkpoint is not None and saved.is_file() and Calibrator.fitted_to(saved) == fingerprint(checkpoint):
+        shutil.copyfile(saved, out_dir / FILE)
 
 
 class CTranslate2Translator:
@@ -163,6 +177,7 @@ class CTranslate2Translator:
             inter_threads=workers,
         )
         self.workers = workers
+        self.model_dir, self._calibrator = model_dir, None
 
     def translate(
         self,
@@ -228,6 +243,32 @@ class CTranslate2Translator:
             sampling_temperature=o.temperature or 1.0,
             use_vmap=self.vmap and o.shortlist and not o.sampling,  # sampling: the whole vocabulary, as mt's
         )
+
+    def token_logprobs(self, sources: list[str], outputs: list[list[int]], batch_size: int = 64) -> list[list[float]]:
+        """As mt's Translator.token_logprobs: each output's tokens' log-probabilities, <END>'s last,
+        by CTranslate2's forced scoring (its translate_batch gives a total alone)."""
+        pieces = [p[: self.max_src_tokens] + [SPECIALS[3]] for p in self.tokenizer.split(sources)]
+        targets = [[self.tokenizer.id_to_piece(i) for i in ids] for ids in outputs]
+        return [list(r.log_probs) for r in self.engine.score_batch(pieces, targets, max_batch_size=batch_size)]
+
+    def calibrator(self):
+        """The confidence calibrator mt.export copied beside the model (checked against the run's
+        checkpoint when it was exported), else the untrained rule, as is said once."""
+        if self._calibrator is None:
+            from mt.inference.confidence import FILE, Calibrator
+
+            path = self.model_dir / FILE
+            if path.is_file():
+                self._calibrator = Calibrator.load(path, Calibrator.fitted_to(path))
+            else:
+                self.note_once(f"{self.model_dir} has no {FILE}: confidence is an untrained rule")
+                self._calibrator = Calibrator.untrained()
+        return self._calibrator
+
+    def confidence(self, sources: list[str], best: list) -> list:
+        from mt.inference.confidence import assess
+
+        return assess(self, sources, best, self.calibrator())
 
     def _say_what_is_not_followed(self, o: DecodeOptions) -> None:
         """One line, once, for each decoding option CTranslate2's search has no equivalent of: it

@@ -186,9 +186,14 @@ def lines_of(texts: list[str]) -> tuple[list[str], list[int]]:
 
 def texts_of(lines: list[str], counts: list[int]) -> list[str]:
     """`lines_of` undone: each text's lines joined by its line breaks."""
+    return ["\n".join(group) for group in grouped(lines, counts)]
+
+
+def grouped(items: list, counts: list[int]) -> list[list]:
+    """`items` in consecutive groups of `counts`."""
     out, at = [], 0
     for n in counts:
-        out.append("\n".join(lines[at : at + n]))
+        out.append(items[at : at + n])
         at += n
     return out
 
@@ -199,6 +204,16 @@ class DocumentResult:
     sentences: int  # the lines' sentences (one a line without splitting)
     long_sentences: int  # of them, those longer than the model takes, translated in pieces cut at clauses
     long_lines: list[int] = field(default_factory=list)  # the indices of the lines that held them
+    # with a Trust: each line's pieces, as (source, translation, Confidence), in order
+    judged: list[list[tuple]] | None = None
+
+    @property
+    def withheld(self) -> int:
+        return sum(c.withheld for line in self.judged or [] for _, _, c in line)
+
+    def line_confidence(self, index: int) -> float:
+        """A line's confidence: its least sure sentence's (1 for a line with none)."""
+        return min((c.score for _, _, c in self.judged[index]), default=1.0)
 
     def long_note(self, limit: int) -> str:
         """One line naming what was cut, for a command to print."""
@@ -233,13 +248,26 @@ def progress_bar(sentences: int, shown: bool):
 
 
 def translate_lines(
-    translator, lines: list[str], options, batch_size: int = 64, split: bool = True, progress: bool = False
+    translator,
+    lines: list[str],
+    options,
+    batch_size: int = 64,
+    split: bool = True,
+    progress: bool = False,
+    trust=None,
 ) -> DocumentResult:
     """Translate `lines` of text as documents: see the module notes. `split` off translates each
-    line as one sentence (still cut where it is longer than the model takes); `progress` shows a bar."""
+    line as one sentence (still cut where it is longer than the model takes); `progress` shows a
+    bar; `trust` (mt/inference/confidence.py) judges each piece and may withhold it."""
     pieces, cuts, long_lines = cut_for(translator, lines, split)
+    translations, judged = [], None
     with progress_bar(len(pieces), progress) as tell:
-        translations = translator.translate(pieces, options, batch_size=batch_size, progress=tell) if pieces else []
+        if pieces:  # hypotheses, to judge: with their tokens' log-probabilities
+            found = translator.translate(pieces, options, batch_size=batch_size, progress=tell, hypotheses=bool(trust))
+            translations = found if trust is None else [h[0] for h in found]
+    if trust is not None:
+        translations, confidences = trust.apply(translator, pieces, translations)
+        judged = grouped(list(zip(pieces, translations, confidences)), [sum(cut.pieces) for cut in cuts])
     joined = join_lines(translations, cuts, translator.cfg.data.tgt_lang)
     long = sum(sum(n > 1 for n in cut.pieces) for cut in cuts)
-    return DocumentResult(joined, sum(len(c.pieces) for c in cuts), long, long_lines)
+    return DocumentResult(joined, sum(len(c.pieces) for c in cuts), long, long_lines, judged)

@@ -34,16 +34,25 @@ def surface_offsets(text: str, tokens: list[str], start: int = 0, end: int | Non
 
 
 def translate_segments(
-    translator, segments: list[Segment], options, batch_size: int = 64, split: bool = True, progress: bool = False
+    translator,
+    segments: list[Segment],
+    options,
+    batch_size: int = 64,
+    split: bool = True,
+    progress: bool = False,
+    judged: list | None = None,
 ) -> list[list]:
     """Each segment translated, its markup placed: one list of text and Elements per segment. With
-    `progress`, a bar over the sentences as they are decoded."""
+    `progress`, a bar over the sentences as they are decoded; with a `judged` list, each sentence's
+    (source, translation, Confidence) is added to it."""
     lines = [_line_ends(seg) for seg in segments]
     segmented = segment_lines(lines, translator.cfg.data.src_lang, split)
     pieces, cuts, _ = cut_segmented(segmented, lines, translator.max_src_tokens, token_counter(translator))
     with progress_bar(len(pieces), progress) as tell:
         found = translator.translate(pieces, options, batch_size=batch_size, hypotheses=True, progress=tell)
     best = [h[0] for h in found]
+    if judged is not None:
+        judged += zip(pieces, [h.text for h in best], translator.confidence(pieces, best) if pieces else [])
     owner = [i for i, cut in enumerate(cuts) for _ in range(sum(cut.pieces))]
     marked = [k for k, i in enumerate(owner) if not segments[i].plain]
     piece_links = dict(zip(marked, _links(translator, [pieces[k] for k in marked], [best[k] for k in marked])))

@@ -77,8 +77,8 @@ def _decode_forever(load: Callable, pipe) -> None:
         while True:
             options, ids = pipe.recv()
             try:
-                outs, scores = translator.search_batch(options, torch.tensor(ids))
-                pipe.send((outs, scores.tolist()))
+                outs, scores, logprobs = translator.search_batch(options, torch.tensor(ids))
+                pipe.send((outs, scores.tolist(), logprobs))
             except Exception as e:  # noqa: BLE001 - the parent raises it
                 pipe.send(_failure(e))
     except (EOFError, BrokenPipeError, ConnectionResetError):
@@ -172,9 +172,9 @@ class DecodingProcesses:
         return [w.process for w in self.workers]
 
     def map(self, options, batches: Sequence[torch.Tensor]) -> list:
-        """Each batch's (n-best ids, scores list), in order, from the processes free now (at least
-        one): the costliest batches first, so that they finish together. An error or Ctrl-C
-        abandons the batches not yet sent."""
+        """Each batch's (n-best ids, scores list, token log-probabilities), in order, from the
+        processes free now (at least one): the costliest batches first, so that they finish
+        together. An error or Ctrl-C abandons the batches not yet sent."""
         if not batches:
             return []
         borrowed = self._borrow(len(batches))

@@ -26,6 +26,7 @@ class Hypothesis:
     score: float  # beam search: log-probability / length penalty; greedy and sampling: log-probability
     ids: list[int]  # subword ids, without <END>
     tokens: list[str] = field(default_factory=list)  # the subwords themselves
+    logprobs: list[float] = field(default_factory=list)  # each id's log-probability, then <END>'s
 
 
 class Cancelled(Exception):
@@ -310,13 +311,28 @@ def _moves(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
     return None if bool(torch.isin(src, dst).any()) else (dst, src)
 
 
-@torch.no_grad()
 def target_logprobs(
     models, src: torch.Tensor, targets: list[list[int]], whole_vocabulary: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Forced decoding: the log-probability of each given target (ids without <END>; <END> is
     scored too) under the model(s), as (B,) totals and (B,) token counts. The same numbers the
     searches add up, so scoring a search's output gives back its score."""
+    picked, keep = _forced(models, src, targets, whole_vocabulary)
+    return picked.sum(dim=1), keep.sum(dim=1)
+
+
+def target_token_logprobs(
+    models, src: torch.Tensor, targets: list[list[int]], whole_vocabulary: bool = False
+) -> list[list[float]]:
+    """Forced decoding, token by token: each target's tokens' log-probabilities, <END>'s last, as
+    the searches give them for their own outputs (`Hypothesis.logprobs`)."""
+    picked, _ = _forced(models, src, targets, whole_vocabulary)
+    return [row[: len(t) + 1] for t, row in zip(targets, picked.tolist())]
+
+
+@torch.no_grad()
+def _forced(models, src: torch.Tensor, targets: list[list[int]], whole_vocabulary: bool):
+    """(B, T) each target token's log-probability (0 past <END>) and (B, T) where a token is."""
     width = max(len(t) for t in targets) + 1
     tgt_in = torch.full((len(targets), width), PAD, dtype=torch.long)
     tgt_out = torch.full_like(tgt_in, PAD)
@@ -327,7 +343,7 @@ def target_logprobs(
     logp = Decoder(models, src, width, use_cache=False, whole_vocabulary=whole_vocabulary).step(tgt_in, last_only=False)
     picked = logp.gather(2, tgt_out.clamp(min=0)[:, :, None]).squeeze(2)  # (B, T)
     keep = tgt_out != PAD
-    return torch.where(keep, picked, 0.0).sum(dim=1), keep.sum(dim=1)
+    return torch.where(keep, picked, 0.0), keep
 
 
 def _max_positions(models) -> int:
@@ -355,11 +371,12 @@ def greedy_or_sample(
     whole_vocabulary: bool = False,
     stop: Callable[[], bool] | None = None,
     vocabulary: torch.Tensor | None = None,
-) -> tuple[list[list[int]], torch.Tensor]:
+) -> tuple[list[list[int]], torch.Tensor, list[list[float]]]:
     """Decode (B, S) sources one token at a time with the KV cache (use_cache=False re-runs the
     decoder over the whole prefix each step: only for measuring what the cache saves). Finished
-    sentences leave the batch. Returns the ids of each output (without <END>) and each output's
-    log-probability under the model. `stop`, asked before each step, raises `Cancelled` when true.
+    sentences leave the batch. Returns the ids of each output (without <END>), each output's
+    log-probability under the model, and its tokens' (<END>'s last). `stop`, asked before each
+    step, raises `Cancelled` when true.
     `vocabulary`, (A,) ids: a shortlist for greedy decoding (`Decoder`); sampling ignores it and
     draws from the whole vocabulary, the model's own distribution."""
     limits = output_limits(src, _max_positions(models), max_len)  # (B,)
@@ -367,7 +384,7 @@ def greedy_or_sample(
     vocabulary = None if temperature > 0 else vocabulary
     state = Decoder(models, src, steps, use_cache, whole_vocabulary=whole_vocabulary, vocabulary=vocabulary)
     out = torch.full((b, steps), PAD, dtype=torch.long, device=src.device)
-    score = torch.zeros(b, device=src.device)
+    gains = torch.zeros((b, steps), device=src.device)  # each token's log-probability
     live = torch.arange(b, device=src.device)  # the original row of each row still decoding
     tokens = torch.full((b, 1), START, dtype=torch.long, device=src.device)
     done = torch.zeros(b, dtype=torch.bool, device=src.device)
@@ -383,7 +400,7 @@ def greedy_or_sample(
         else:
             nxt, gain = state.greedy_next(inputs, forced)
         nxt = torch.where(done, PAD, nxt)  # (b,)
-        score[live] += torch.where(done, 0.0, gain)
+        gains[live, t] = torch.where(done, 0.0, gain)
         out[live, t] = nxt
         done |= nxt == END
         if (t + 1) % check_every == 0:
@@ -395,7 +412,8 @@ def greedy_or_sample(
                 state.keep(rows, rows)
                 live, nxt, done = live[rows], nxt[rows], done[rows]
         tokens = nxt[:, None]
-    return [_until_end(row) for row in out.tolist()], score
+    ids = [_until_end(row) for row in out.tolist()]
+    return ids, gains.sum(dim=1), [row[: len(x) + 1] for x, row in zip(ids, gains.tolist())]
 
 
 def _greedy_pick(
@@ -422,21 +440,29 @@ def length_penalty_of(length: torch.Tensor | int, alpha: float, scoring: str = "
 
 
 class _Finished:
-    """Each live sentence's `n` best finished hypotheses: normalised scores (n_sent, N) and ids."""
+    """Each live sentence's `n` best finished hypotheses: normalised scores (n_sent, N), ids and
+    running log-probabilities (n_sent, N, T), the total after each token."""
 
     def __init__(self, sentences: int, n: int, steps: int, device):
         self.scores = torch.full((sentences, n), float("-inf"), device=device)
         self.ids = torch.full((sentences, n, steps), PAD, dtype=torch.long, device=device)
+        self.totals = torch.zeros((sentences, n, steps), device=device)
 
-    def add(self, scores: torch.Tensor, ids: torch.Tensor) -> None:
+    def add(self, scores: torch.Tensor, ids: torch.Tensor, totals: torch.Tensor) -> None:
         """Merge candidates (n_sent, C) scored -inf where not finished, keeping the N best."""
         n = self.scores.size(1)
         self.scores, pick = torch.cat([self.scores, scores], dim=1).topk(n, dim=1)
-        merged = torch.cat([self.ids, ids], dim=1)
-        self.ids = merged.gather(1, pick[:, :, None].expand(-1, -1, merged.size(2)))
+        for name, new in (("ids", ids), ("totals", totals)):
+            merged = torch.cat([getattr(self, name), new], dim=1)
+            setattr(self, name, merged.gather(1, pick[:, :, None].expand(-1, -1, merged.size(2))))
 
     def select(self, rows: torch.Tensor) -> None:
-        self.scores, self.ids = self.scores[rows], self.ids[rows]
+        self.scores, self.ids, self.totals = self.scores[rows], self.ids[rows], self.totals[rows]
+
+    def logprobs(self, lengths: list[list[int]]) -> list[list[list[float]]]:
+        """Each kept hypothesis's token log-probabilities, its first `lengths` tokens (<END> included)."""
+        steps = torch.diff(self.totals, dim=2, prepend=self.totals.new_zeros(self.totals.shape[:2] + (1,)))
+        return [[row[:n] for row, n in zip(rows, ns)] for rows, ns in zip(steps.tolist(), lengths)]
 
 
 @dataclass
@@ -501,12 +527,13 @@ def beam_search(
     choice: TopK | None = None,
     stop: Callable[[], bool] | None = None,
     vocabulary: torch.Tensor | None = None,
-) -> tuple[list[list[list[int]]], torch.Tensor]:
+) -> tuple[list[list[list[int]]], torch.Tensor, list[list[list[float]]]]:
     """Batched beam search: hypotheses ending among the `beam` best candidates finish, scored by
     log-probability / length penalty (`scoring`: `length_penalty_of`). A sentence is done when the
     worst of its finished hypotheses it keeps beats every live beam at the current length: it keeps
     `n_best` (gnmt), or `beam` as transformers' beam search does (marian). Returns each sentence's
-    `n_best` ids (no <END>), best first, and (B, N) scores. `whole_vocabulary`: as
+    `n_best` ids (no <END>), best first, (B, N) scores, and each one's token log-probabilities
+    (<END>'s last). `whole_vocabulary`: as
     DecodeOptions.whole_vocabulary (default: as `scoring` says). `choice`: what each step keeps
     (default `TopK`; constrained search: mt/inference/constraints.py). `stop`, asked before each
     step, raises `Cancelled` when true: a request given up on stops using the CPU. `vocabulary`, (A,)
@@ -525,6 +552,7 @@ def beam_search(
     sent = torch.arange(b, device=device)  # the original index of each live sentence
     tokens = torch.full((b, 1), START, dtype=torch.long, device=device)  # all beams start alike: step 0 runs once
     history = torch.full((b * k, steps), PAD, dtype=torch.long, device=device)
+    totals = torch.zeros((b * k, steps), device=device)  # each beam's log-probability after each token
     scores = torch.zeros((b, 1), device=device)  # one beam a sentence until the first step has run
     done = torch.zeros(b, dtype=torch.bool, device=device)
     check_every = _finished_every(device)
@@ -537,7 +565,7 @@ def beam_search(
         forced = (limits[sent] == t + 1).repeat_interleave(width)  # (n*width,)
         chosen = _choose(state, choice, inputs, scores[:, :width], forced.view(n, width), done, k)
         lp = length_penalty_of(t + 1, length_penalty, scoring)
-        _add_finished(finished, chosen, lp, history, t)
+        _add_finished(finished, chosen, lp, history, totals, t)
         done |= finished.scores[:, -1] >= chosen.scores.max(dim=1).values / lp
         scores, rows, new_tokens = _going_on(chosen, choice, width == k and device.type == "cpu")  # (n, K) each
         checked = (t + 1) % check_every == 0
@@ -547,13 +575,14 @@ def beam_search(
         if live is not None:
             sent, done, scores, rows, new_tokens = (x[live] for x in (sent, done, scores, rows, new_tokens))
         rows, new_tokens = rows.view(-1), new_tokens.view(-1)
-        history = history[rows]
-        history[:, t] = new_tokens
+        history, totals = history[rows], totals[rows]
+        history[:, t], totals[:, t] = new_tokens, scores.reshape(-1)
         state.keep(rows, live)
         tokens = new_tokens[:, None]
     _store(result, finished, sent, torch.arange(sent.size(0), device=device))
     ids = [[_until_end(h) for h in sentence[:n_best]] for sentence in result.ids.tolist()]
-    return ids, choice.settle(result.scores[:, :n_best])
+    logprobs = result.logprobs([[len(h) + 1 for h in sentence] for sentence in ids])
+    return ids, choice.settle(result.scores[:, :n_best]), logprobs
 
 
 def _choose(state: Decoder, choice: TopK, inputs, scores, forced, done, k: int) -> Choice:
@@ -606,16 +635,19 @@ def _in_parent_rows(rows: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(slot).scatter_(1, slot, beams.expand(n, k))  # (n, K): the beam each row takes
 
 
-def _add_finished(finished: _Finished, chosen: Choice, lp: float, history, t: int) -> None:
+def _add_finished(finished: _Finished, chosen: Choice, lp: float, history, totals, t: int) -> None:
     """A step's candidates (n, C) that end here (`chosen.finishing`, where their score is finite)
     join their sentences' finished hypotheses, scored by log-probability / length penalty `lp`."""
     final = chosen.finishing & chosen.candidate_scores.isfinite()
     if history.device.type == "cpu" and not bool(final.any()):  # most steps finish nothing; reading that is free on CPU
         return
-    candidates = history[chosen.candidate_rows.view(-1)].view(*final.shape, history.size(1))
+    rows = chosen.candidate_rows.view(-1)
+    candidates = history[rows].view(*final.shape, history.size(1))
     candidates[:, :, t] = END
+    running = totals[rows].view(*final.shape, totals.size(1))
+    running[:, :, t] = torch.where(final, chosen.candidate_scores, 0.0)
     normalised = chosen.candidate_scores / lp + (0.0 if chosen.offsets is None else chosen.offsets)
-    finished.add(torch.where(final, normalised, float("-inf")), candidates)
+    finished.add(torch.where(final, normalised, float("-inf")), candidates, running)
 
 
 def _best_extensions(scores: torch.Tensor, top_logp: torch.Tensor, top_tokens: torch.Tensor, count: int):
@@ -638,3 +670,4 @@ def _best_extensions(scores: torch.Tensor, top_logp: torch.Tensor, top_tokens: t
 def _store(result: _Finished, finished: _Finished, sent: torch.Tensor, rows: torch.Tensor) -> None:
     result.scores[sent[rows]] = finished.scores[rows]
     result.ids[sent[rows]] = finished.ids[rows]
+    result.totals[sent[rows]] = finished.totals[rows]

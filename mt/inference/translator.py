@@ -17,10 +17,18 @@ import torch
 from mt.data.vocab import END
 from mt.decode_options import DecodeOptions
 from mt.errors import UserError
+from mt.inference.confidence import Calibrator, Confidence, assess, calibrator_for
 from mt.inference.constraints import Constraints, DynamicBeamAllocation, build_constraints, word_continuations
 from mt.inference.loading import DEFAULT_MODEL, load_models
 from mt.inference.processes import DecodingProcesses, ProcessDied
-from mt.inference.search import Cancelled, Hypothesis, beam_search, greedy_or_sample, target_logprobs
+from mt.inference.search import (
+    Cancelled,
+    Hypothesis,
+    beam_search,
+    greedy_or_sample,
+    target_logprobs,
+    target_token_logprobs,
+)
 from mt.inference.shortlist import Shortlist, run_shortlist
 from mt.runtime import Runtime
 
@@ -58,6 +66,7 @@ class Translator:
         self.continuations: torch.Tensor | None = None  # which tokens go on a word (a glossary's first use)
         self.max_constrained_beam = MAX_CONSTRAINED_BEAM  # a server lowers it to its --max-beam
         self.shortlist: Shortlist | None = None  # the run's (an ensemble's: the union), used on a CPU
+        self._calibrator: Calibrator | None = None  # read on the first call of `calibrator`
 
     @classmethod
     def load(
@@ -156,16 +165,18 @@ class Translator:
             decoded = self._decode_constrained(sources, constrained, o, use_cache, workers, progress, stop)
         else:
             decoded = self._decode(sources, o, use_cache, generator, workers, progress, stop)
-        for (rows, _), (ids, scores) in zip(jobs, decoded):
-            for i, outs, row_scores in zip(rows, ids, scores):
+        for (rows, _), (ids, scores, logprobs) in zip(jobs, decoded):
+            for i, outs, row_scores, row_logprobs in zip(rows, ids, scores, logprobs):
                 found[i] = [
-                    Hypothesis(self.tokenizer.decode(x), s, x, self.pieces(x)) for x, s in zip(outs, row_scores)
+                    Hypothesis(self.tokenizer.decode(x), s, x, self.pieces(x), lp)
+                    for x, s, lp in zip(outs, row_scores, row_logprobs)
                 ]
         return found if hypotheses else [h[0].text for h in found]
 
     def _decode(self, batches: list[torch.Tensor], o: DecodeOptions, use_cache, generator, workers, progress, stop):
-        """Each batch's (n-best ids, scores list): in the decoding processes where they run (not
-        for sampling, whose batches draw from one generator in turn), else on `workers` threads.
+        """Each batch's (n-best ids, scores list, token log-probabilities): in the decoding
+        processes where they run (not for sampling, whose batches draw from one generator in
+        turn), else on `workers` threads.
         Even a single batch goes to a process: this one is left to the caller (a server's requests,
         its event loop), and a server's calls from several threads then decode side by side. A
         process is asked nothing between steps: `stop` is heard there only before the batches go."""
@@ -187,7 +198,7 @@ class Translator:
         search = functools.partial(self.search_batch, o, use_cache=use_cache, generator=generator, stop=stop)
         if progress:
             search = _telling(search, progress)
-        return [(ids, scores.tolist()) for ids, scores in self.runtime.map_batches(search, batches, workers)]
+        return [(ids, scores.tolist(), lps) for ids, scores, lps in self.runtime.map_batches(search, batches, workers)]
 
     def _constraints(self, sentences: list[str], o: DecodeOptions) -> list[Constraints] | None:
         """Each sentence's glossary terms as constraints on its output (None: no sentence has one)."""
@@ -220,7 +231,7 @@ class Translator:
         workers = self.runtime.decode_workers(len(batches)) if workers is None else workers
         jobs = list(zip(batches, constrained))
         found = self.runtime.map_batches(search, jobs, workers, cost=lambda job: job[0].numel())
-        return [(ids, scores.tolist()) for ids, scores in found]
+        return [(ids, scores.tolist(), lps) for ids, scores, lps in found]
 
     def _search_constrained(self, o: DecodeOptions, job: tuple, use_cache: bool = True, stop=None):
         """One batch, (B, S) sources and their constraints: rows with constraints by dynamic beam
@@ -231,11 +242,12 @@ class Translator:
         hard = [i for i, c in enumerate(sets) if c.need]
         easy = [i for i, c in enumerate(sets) if not c.need]
         ids: list = [None] * len(sets)
+        logprobs: list = [None] * len(sets)
         scores = torch.full((len(sets), o.n_best), float("-inf"))
         if easy:
-            found, got = self.search_batch(o, src[easy], use_cache, stop=stop)
+            found, got, lps = self.search_batch(o, src[easy], use_cache, stop=stop)
             for j, i in enumerate(easy):
-                ids[i], scores[i, : got.size(1)] = found[j], got[j].cpu()
+                ids[i], scores[i, : got.size(1)], logprobs[i] = found[j], got[j].cpu(), lps[j]
         if hard:
             cap = self.max_constrained_beam
             beams = max(o.beam, min(cap, 1 + max(sets[i].need for i in hard)))
@@ -248,16 +260,16 @@ class Translator:
             # be able to appear whatever the source holds
             choice = DynamicBeamAllocation(beams, [sets[i] for i in hard], self._continuations().to(src.device))
             with self.runtime.autocast(training=False):
-                found, got = beam_search(
+                found, got, lps = beam_search(
                     self.models, src[hard], beams, o.length_penalty, use_cache, o.max_len, o.n_best, o.scoring,
                     o.whole_vocabulary, choice, stop,
                 )  # fmt: skip
             for j, i in enumerate(hard):
-                ids[i], scores[i] = found[j], got[j].cpu()
-        return ids, scores
+                ids[i], scores[i], logprobs[i] = found[j], got[j].cpu(), lps[j]
+        return ids, scores, logprobs
 
     def search_batch(self, o: DecodeOptions, src: torch.Tensor, use_cache: bool = True, generator=None, stop=None):
-        """One batch's n-best ids and (B, N) scores: (B, S) padded source ids with <END>, as
+        """One batch's n-best ids, (B, N) scores and token log-probabilities: (B, S) padded source ids with <END>, as
         `batches` makes them. `generator` is for sampling (default: a fresh one seeded by o.seed);
         `stop` as `translate`'s."""
         if generator is None:
@@ -270,7 +282,7 @@ class Translator:
                     o.whole_vocabulary, stop=stop, vocabulary=vocabulary,
                 )  # fmt: skip
             # greedy or sampling: the plain loop, without beam search's reordering
-            best, score = greedy_or_sample(
+            best, score, logprobs = greedy_or_sample(
                 self.models,
                 src,
                 o.temperature,
@@ -283,7 +295,7 @@ class Translator:
                 stop,
                 vocabulary,
             )
-            return [[x] for x in best], score[:, None]
+            return [[x] for x in best], score[:, None], [[lp] for lp in logprobs]
 
     def vocabulary(self, o: DecodeOptions, src: torch.Tensor) -> torch.Tensor | None:
         """(A,) the ids the outputs of (B, S) `src` may hold under the run's shortlist; None (the
@@ -314,6 +326,39 @@ class Translator:
                 totals, counts = target_logprobs(self.models, src, tgt, whole_vocabulary)
             for i, total, count in zip(rows, totals.tolist(), counts.tolist()):
                 out[i] = (total, count)
+        return out
+
+    def calibrator(self) -> Calibrator:
+        """The confidence calibrator of the run loaded (mt/inference/confidence.py), read once; an
+        ensemble's, or a run's without one, is the untrained rule, as is said once."""
+        if self._calibrator is None:
+            run = self.source[0] if self.source else None
+            if run is None or not isinstance(run, (str, Path)):
+                self._warn_once("an ensemble has no fitted confidence calibrator: confidence is an untrained rule")
+                self._calibrator = Calibrator.untrained()
+            else:
+                self._calibrator = calibrator_for(run, self._warn_once)
+        return self._calibrator
+
+    def forget_calibrator(self) -> None:
+        """Read the calibrator again at its next use (one was just fitted)."""
+        self._calibrator = None
+
+    def confidence(self, sources: list[str], best: list[Hypothesis]) -> list[Confidence]:
+        """Each translation's confidence: `best`, each source's best hypothesis from `translate`."""
+        return assess(self, sources, best, self.calibrator())
+
+    def token_logprobs(self, sources: list[str], outputs: list[list[int]], batch_size: int = 64) -> list[list[float]]:
+        """Each output's (ids without <END>) tokens' log-probabilities given its source, <END>'s last,
+        by forced decoding over the whole vocabulary: what a search would have given for it (one
+        with a shortlist gives a little more, its softmax being over fewer pieces)."""
+        whole_vocabulary = self.options.whole_vocabulary
+        out: list[list[float]] = [[] for _ in sources]
+        for rows, src in self.batches(self.encode(sources, warn_truncated=False), batch_size, skip_empty=False):
+            with self.runtime.autocast(training=False):
+                found = target_token_logprobs(self.models, src, [outputs[i] for i in rows], whole_vocabulary)
+            for i, logprobs in zip(rows, found):
+                out[i] = logprobs
         return out
 
 

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from importlib import resources
 
 from mt import __version__
+from mt.data.vocab import without_surrogates
 from mt.decode_options import FIELDS
 from mt.errors import require_extra
 from mt.formats import FORMATS, MEDIA_TYPES, format_of
@@ -193,9 +194,9 @@ async def answer(service: Service, raw: bytes, limits: Limits, client: str = "lo
     service.admit(key, client, max(1, len(texts)), check_key=False)  # a malformed request costs no rate
     start = time.perf_counter()
     if fmt != "text":
-        translations, found = await service.translate_pages(pair, texts, fmt, options, budget), None
+        translations, found, judged = await service.translate_pages(pair, texts, fmt, options, budget), None, None
     else:
-        translations, found = await service.translate(pair, texts, options, split, budget)
+        translations, found, judged = await service.translate(pair, texts, options, split, budget)
     result = {
         "translations": translations,
         "seconds": round(time.perf_counter() - start, 4),
@@ -203,4 +204,16 @@ async def answer(service: Service, raw: bytes, limits: Limits, client: str = "lo
     }
     if found is not None:
         result["n_best"] = [[{"text": h.text, "score": round(h.score, 4)} for h in hyps] for hyps in found]
+    if judged is not None:
+        result["confidence"] = [text_confidence(sentences) for sentences in judged]
     return result
+
+
+def text_confidence(sentences: list) -> dict:
+    """A text's confidence as the JSON API gives it: its least sure sentence's, and each sentence's
+    (mt/inference/confidence.py) with its source, and how many were withheld under --min-confidence."""
+    return {
+        "confidence": round(min((c.score for _, c in sentences), default=1.0), 4),
+        "withheld": sum(c.withheld for _, c in sentences),
+        "sentences": [{"source": without_surrogates(s)} | c.to_dict() for s, c in sentences],
+    }

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from mt.errors import UserError
 from mt.formats import EXTENSIONS
+from mt.languages import detect_ranked, name_of
 from mt.serving.admission import received
-from mt.serving.languages import detect_ranked, name_of
 from mt.serving.requests import Limits, Refused, check_texts, client_of, form_of, nesting, with_terms
 from mt.serving.service import Counted, Pair, Service
 
@@ -148,14 +148,14 @@ async def _count_group(service: Service, pair: Pair | None, texts: list[str], fm
     text as one sentence: a text longer than the model takes, or of several lines, is translated
     whole without them. `ask`: the request's glossary terms, budget and limits."""
     none = [[] for _ in texts]
-    if pair is None:
-        return Counted(lambda: _ready((texts, none)))
+    if pair is None:  # the target's own language: given back as it is
+        return Counted(lambda: _ready((texts, none, [1.0] * len(texts))))
     terms, budget, limits, threads = ask
     glossary = _glossary(pair.translator.options.glossary, terms, limits)
     options, limit = pair.translator.options.replace(glossary=glossary), pair.translator.max_src_tokens
     if fmt == "html":
         pages = await service.count_pages(pair, texts, "html", options, budget, threads)
-        return Counted(lambda: _paired(pages.decode(), none), pages.drop)
+        return Counted(lambda: _paired(pages.decode(), none, [None] * len(texts)), pages.drop)
     encode = pair.translator.tokenizer.encode_batch
     counts = await budget.within(asyncio.to_thread(encode, texts)) if alternatives else [[]] * len(texts)
     fits = [bool(alternatives) and "\n" not in t and len(c) <= limit for t, c in zip(texts, counts)]
@@ -168,14 +168,14 @@ async def _count_group(service: Service, pair: Pair | None, texts: list[str], fm
     ]
 
     async def decode():
-        out, others = list(texts), [[] for _ in texts]
+        out, others, sure = list(texts), [[] for _ in texts], [None] * len(texts)
         for rows, part in parts:
-            best, found = await part.decode()
+            best, found, judged = await part.decode()
             for j, i in enumerate(rows):
-                out[i] = best[j]
+                out[i], sure[i] = best[j], round(min((c.score for _, c in judged[j]), default=1.0), 4)
                 if found is not None:
                     others[i] = list(dict.fromkeys(h.text for h in found[j][1:] if h.text and h.text != best[j]))
-        return out, others
+        return out, others, sure
 
     return Counted(decode)
 
@@ -184,8 +184,8 @@ async def _ready(value):
     return value
 
 
-async def _paired(work, second):
-    return await work, second
+async def _paired(work, *others):
+    return await work, *others
 
 
 async def translate(service: Service, request, raw: bytes, limits: Limits, budget=None) -> dict:
@@ -216,13 +216,15 @@ async def translate(service: Service, request, raw: bytes, limits: Limits, budge
     # pages of every language group hold their threads together: reserved at once for the request
     threads = service.admission.documents(sum(s != target for s in sources)) if fmt == "html" else None
     try:
-        out, alts = await _translate_groups(
+        out, alts, sure = await _translate_groups(
             service, groups, texts, target, fmt, alternatives, (values.get("glossary"), budget, limits, threads)
         )
     finally:
         if threads is not None:
             threads.release()
     answer = {"translatedText": out if batch else out[0]}
+    if fmt == "text":  # mt's own field, which LibreTranslate's clients pass over: the least sure sentence's
+        answer["confidence"] = sure if batch else sure[0]
     if detected:
         answer["detectedLanguage"] = detected if batch else detected[0]
     if alternatives:
@@ -234,21 +236,21 @@ async def _translate_groups(
     service: Service, groups: dict, texts: list[str], target: str, fmt: str, alternatives: int, ask
 ):
     """Each source language's texts (`groups`: code -> rows), batched together: every group charged
-    first, then each decoded; (translations, alternatives) in the texts' order."""
-    out, alts, counted = [None] * len(texts), [None] * len(texts), []
+    first, then each decoded; (translations, alternatives, confidences) in the texts' order."""
+    out, alts, sure, counted = [None] * len(texts), [None] * len(texts), [None] * len(texts), []
     try:
         for code, rows in groups.items():
             pair = _route(service, code, target)
             counted.append((rows, await _count_group(service, pair, [texts[i] for i in rows], fmt, alternatives, ask)))
         for rows, group in counted:
-            done, others = await group.decode()
-            for i, text, more in zip(rows, done, others):
-                out[i], alts[i] = text, more
+            done, others, confidences = await group.decode()
+            for i, text, more, confidence in zip(rows, done, others, confidences):
+                out[i], alts[i], sure[i] = text, more, confidence
     except BaseException:
         for _, group in counted:
             group.drop()
         raise
-    return out, alts
+    return out, alts, sure
 
 
 def _glossary(server_glossary, terms, limits: Limits):

@@ -18,7 +18,16 @@ from pathlib import Path
 from mt.errors import UserError
 from mt.flags import glossary_of, open_translator
 from mt.formats.archives import Bounds, TooLarge
-from mt.inference.documents import cut_segmented, join_lines, lines_of, segment_lines, texts_of, token_counter
+from mt.inference.confidence import Trust
+from mt.inference.documents import (
+    cut_segmented,
+    grouped,
+    join_lines,
+    lines_of,
+    segment_lines,
+    texts_of,
+    token_counter,
+)
 from mt.inference.formatted import translate_formatted
 from mt.serving.access import RateLimiter, read_keys
 from mt.serving.admission import Admission, Documents
@@ -105,6 +114,8 @@ class Service:
         self._downloads: tempfile.TemporaryDirectory | None = None  # translated files, until fetched
         self.clock = time.monotonic  # what requests' deadlines are read on
         self.admission = Admission(limits.max_requests, limits.max_documents)
+        # every plain text's sentences are judged (mt/inference/confidence.py); --min-confidence withholds
+        self.trust = Trust(getattr(args, "min_confidence", None), getattr(args, "withheld", "source"))
 
     def load_in_background(self) -> None:
         threading.Thread(target=self._load, daemon=True).start()
@@ -202,8 +213,9 @@ class Service:
 
     async def translate(self, pair: Pair, texts: list[str], options, split: bool = True, budget=None):
         """Texts translated (their line breaks kept, their paragraphs cut into sentences unless
-        `split` is off): (one string per text, or with n-best options each text's hypotheses
-        as one sentence), charged to the request's `budget` before any work."""
+        `split` is off): (one string per text; with n-best options each text's hypotheses, as one
+        sentence; each text's sentences with their Confidence, as (source, Confidence)), charged to
+        the request's `budget` before any work."""
         budget = budget or self.budget()
         return await (await self.count_texts(pair, texts, options, split, budget)).decode()
 
@@ -215,7 +227,8 @@ class Service:
 
             async def n_best():
                 found = await self._decode(pair, texts, options, budget)
-                return [h[0].text for h in found], found
+                given, judged = await self._judged(pair, texts, [h[0] for h in found], budget)
+                return given, found, [[sentence] for sentence in zip(texts, judged)]
 
             return Counted(n_best)
         prepare = asyncio.to_thread(self._prepare, pair.translator, texts, split, options, budget)
@@ -223,10 +236,18 @@ class Service:
 
         async def joined():
             found = await self._decode(pair, sentences, options, budget)
+            given, judged = await self._judged(pair, sentences, [h[0] for h in found], budget)
             self.long_sentences += long
-            return texts_of(join_lines([h[0].text for h in found], cuts, pair.target), counts), None
+            per_line = grouped(list(zip(sentences, judged)), [sum(cut.pieces) for cut in cuts])
+            per_text = [sum(lines, []) for lines in grouped(per_line, counts)]
+            return texts_of(join_lines(given, cuts, pair.target), counts), None, per_text
 
         return Counted(joined)
+
+    async def _judged(self, pair: Pair, sources: list[str], best: list, budget: Budget):
+        """Each translation judged, on a worker thread within the budget: (the texts to give, with
+        any under --min-confidence withheld; their Confidence)."""
+        return await self._within_time(asyncio.to_thread(self.trust.apply, pair.translator, sources, best), budget)
 
     def _prepare(self, translator, texts: list[str], split: bool, options, budget: Budget) -> tuple:
         """Texts made ready to translate: their lines cut into sentences, the sentences charged to

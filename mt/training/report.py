@@ -33,6 +33,7 @@ def translation_report(cfg: Config, run_dir: Path, device: str, log=None) -> dic
 
     translator = Translator.load(run_dir, device)
     d, beam = cfg.data, cfg.decode.beam
+    fit_confidence(translator, run_dir, log)
     results = {
         "checkpoint": str(run_dir / "best.pt"),
         "decoding": f"beam {beam}, length penalty {cfg.decode.length_penalty}; lines past the model's length "
@@ -80,6 +81,24 @@ def translation_report(cfg: Config, run_dir: Path, device: str, log=None) -> dic
         file=log,
     )
     return results
+
+
+def fit_confidence(translator, run_dir: Path, log) -> None:
+    """The run's confidence calibrator, fitted on its validation sets with its decoding and kept
+    in the run directory (mt/inference/calibration.py); where it cannot be, a warning."""
+    from mt.inference.calibration import AT_TRAINING_END, calibrate_run, validation_pairs
+
+    start = time.perf_counter()
+    try:
+        about = calibrate_run(translator, run_dir, *validation_pairs(translator.cfg, AT_TRAINING_END)).about
+    except UserError as e:
+        print(f"warning: no confidence calibrator: {e}", file=log)
+        return
+    print(
+        f"confidence calibrator: fitted on {about['sentences']} validation translations "
+        f"({about['acceptable_share']:.0%} acceptable) in {time.perf_counter() - start:.0f} s",
+        file=log,
+    )
 
 
 def language_model_report(run_dir: Path, log=None) -> None:

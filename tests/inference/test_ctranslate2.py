@@ -122,3 +122,30 @@ def test_an_output_that_loops_is_cut_where_mts_is(tmp_path):
         assert [h[0].ids for h in theirs.translate(src, options, hypotheses=True)] == mine
         caps = [output_limit(len(ids) + 1, ours.max_src_tokens + 1, max_len) - 1 for ids in ours.encode(src)]
         assert any(len(ids) == cap for ids, cap in zip(mine, caps)), f"no output reached its cap ({max_len=})"
+
+
+def test_an_export_scores_its_tokens_as_mt_does_and_keeps_the_runs_calibrator(run_dir, tmp_path):
+    """CTranslate2's search gives a total alone: its outputs' tokens are scored by forced decoding,
+    to about the numbers mt's search keeps (CTranslate2's softmax also counts <pad> and <START>,
+    which mt's leaves out: a little lower); the run's calibrator, fitted to the checkpoint
+    exported, goes along, and the confidences agree to a few hundredths."""
+    from mt.inference.confidence import FILE
+    from mt.inference.ctranslate2_engine import CTranslate2Translator
+    from mt.inference.translator import Translator
+
+    ours = Translator.load(run_dir)
+    assert (run_dir / FILE).is_file()  # fitted at the end of the fixture's training
+    out = tmp_path / "ct2"
+    assert cli("mt.export", "--model", str(run_dir), "--out", str(out)).returncode == 0
+    assert (out / FILE).read_text() == (run_dir / FILE).read_text()
+    theirs = CTranslate2Translator(out)
+    src = sentences()[:12]
+    best = [h[0] for h in ours.translate(src, beam=1, hypotheses=True)]
+    scored = theirs.token_logprobs(src, [h.ids for h in best])
+    for h, logprobs in zip(best, scored):
+        assert len(logprobs) == len(h.logprobs) and logprobs == pytest.approx(h.logprobs, abs=0.03)
+        assert sum(logprobs) <= sum(h.logprobs) + 1e-3
+    found = [h[0] for h in theirs.translate(src, beam=1, hypotheses=True)]
+    assert [c.score for c in theirs.confidence(src, found)] == pytest.approx(
+        [c.score for c in ours.confidence(src, best)], abs=0.05
+    )

@@ -74,14 +74,14 @@ def test_a_failing_batch_raises_its_error_and_the_processes_go_on(run_dir):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        ids, scores = Translator.load(run_dir).search_batch(options, other)
+        ids, scores, logprobs = Translator.load(run_dir).search_batch(options, other)
     finally:
         torch.set_num_threads(threads)
     pool = DecodingProcesses(loader(run_dir), 2)
     try:
         with pytest.raises(RuntimeError, match="a decoding process failed: IndexError: index out of range"):
             pool.map(options, [good] * 20 + [bad])
-        assert pool.map(options, [other, other]) == [(ids, scores.tolist())] * 2
+        assert pool.map(options, [other, other]) == [(ids, scores.tolist(), logprobs)] * 2
         assert all(p.is_alive() for p in pool.processes) and pool.map(options, []) == []
     finally:
         pool.close()

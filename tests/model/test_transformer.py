@@ -20,7 +20,7 @@ V = 20
 
 def best(found):
     """beam_search's n-best outputs and (B, N) scores -> the best output and (B,) score of each."""
-    ids, scores = found
+    ids, scores, _ = found
     return [n[0] for n in ids], scores[:, 0]
 
 
@@ -112,10 +112,10 @@ def random_sources(seed: int, count: int):
 
 def test_beam_one_equals_greedy_and_top_k_one_equals_greedy():
     model = tiny()
-    greedy, _ = greedy_or_sample(model, sources())
+    greedy, _, _ = greedy_or_sample(model, sources())
     beam1 = best(beam_search(model, sources(), beam=1, length_penalty=1.0))[0]
     g = torch.Generator().manual_seed(0)
-    top1, _ = greedy_or_sample(model, sources(), temperature=1.0, top_k=1, generator=g)
+    top1, _, _ = greedy_or_sample(model, sources(), temperature=1.0, top_k=1, generator=g)
     assert greedy == beam1 == top1
     assert all(len(x) > 0 for x in greedy)
 
@@ -153,14 +153,42 @@ def test_beam_search_finds_a_score_at_least_greedys():
         torch.manual_seed(seed)
         for p in model.parameters():  # sharper, more varied distributions than the initialisation
             p.data.normal_(0, 0.3)
-        _, greedy_score = greedy_or_sample(model, sources())
+        _, greedy_score, _ = greedy_or_sample(model, sources())
         _, beam_score = best(beam_search(model, sources(), beam=5, length_penalty=0.0))
         assert (beam_score >= greedy_score - 1e-4).all(), (beam_score, greedy_score)
 
 
+def test_each_token_log_probability_is_what_forced_decoding_gives_it():
+    """The searches' per-token log-probabilities (greedy, beam with n-best lists, an ensemble) are
+    the numbers forced decoding gives each output's tokens, <END>'s last (0 where the length limit
+    forced it, as the searches score it), and add up to the output's log-probability."""
+    from mt.inference.search import target_token_logprobs
+
+    model, other = tiny(), tiny()
+    for p in list(model.parameters()) + list(other.parameters()):
+        p.data.normal_(0, 0.3)
+    src = random_sources(seed=4, count=9)
+    ids, scores, logprobs = greedy_or_sample(model, src)
+    for got, want in zip(logprobs, target_token_logprobs(model, src, ids)):
+        assert same_but_a_forced_end(got, want)
+    assert [len(x) + 1 for x in ids] == [len(x) for x in logprobs]
+    assert torch.allclose(torch.tensor([sum(x) for x in logprobs]), scores, atol=1e-4)
+    for models in (model, [model, other]):
+        found, _, found_logprobs = beam_search(models, src, beam=3, n_best=2, length_penalty=0.0)
+        for rank in range(2):
+            outputs = [n[rank] for n in found]
+            forced = target_token_logprobs(models, src, outputs)
+            for got, want, out in zip([n[rank] for n in found_logprobs], forced, outputs):
+                assert len(got) == len(out) + 1 and same_but_a_forced_end(got, want)
+
+
+def same_but_a_forced_end(got: list[float], want: list[float]) -> bool:
+    return got[:-1] == pytest.approx(want[:-1], abs=1e-4) and got[-1] in (0.0, pytest.approx(want[-1], abs=1e-4))
+
+
 def test_outputs_respect_the_length_bound():
     model = tiny(max_len=12)
-    out, _ = greedy_or_sample(model, sources())
+    out, _, _ = greedy_or_sample(model, sources())
     beamed, _ = best(beam_search(model, sources(), beam=3))
     assert all(len(x) < 12 for x in out + beamed)
 
@@ -195,7 +223,7 @@ def test_small_model_learns_to_reverse_sequences():
         schedule.step()
     model.eval()
     src, tgt = sample(200)
-    out, _ = greedy_or_sample(model, collate(src, tgt)["src"])
+    out, _, _ = greedy_or_sample(model, collate(src, tgt)["src"])
     accuracy = sum(o == t for o, t in zip(out, tgt)) / len(tgt)
     assert accuracy >= 0.95, accuracy
 
@@ -207,7 +235,7 @@ def test_decoding_without_the_cache_gives_the_same_outputs(limit):
         p.data.normal_(0, 0.3)
     if limit:  # <END> never wins: every output runs to the limit
         model.head.weight.data[END] -= 100.0
-    plain, _ = greedy_or_sample(model, sources(), max_len=limit)
+    plain, _, _ = greedy_or_sample(model, sources(), max_len=limit)
     assert plain == greedy_or_sample(model, sources(), use_cache=False, max_len=limit)[0]
     assert limit is None or all(len(x) == limit for x in plain)
     cached, s1 = best(beam_search(model, sources(), beam=3, max_len=limit))
@@ -224,7 +252,7 @@ def test_checking_for_the_end_less_often_changes_no_output(monkeypatch):
     every_step = greedy_or_sample(model, sources()), best(beam_search(model, sources(), beam=3))
     monkeypatch.setattr(decode, "_finished_every", lambda device: 8)
     sparse = greedy_or_sample(model, sources()), best(beam_search(model, sources(), beam=3))
-    for (out_a, score_a), (out_b, score_b) in zip(every_step, sparse):
+    for (out_a, score_a, *_), (out_b, score_b, *_) in zip(every_step, sparse):
         assert out_a == out_b and torch.allclose(score_a, score_b)
 
 
@@ -248,7 +276,7 @@ def test_dropping_finished_sentences_changes_no_output(monkeypatch):
     monkeypatch.setattr(decode, "_worth_shrinking", lambda finished, rows: False)
     full = greedy_or_sample(model, src), beam_search(model, src, beam=3, n_best=2)
     assert len({len(x) for x in full[0][0]}) > 3  # outputs of many lengths: rows really left early
-    for (out_a, score_a), (out_b, score_b) in zip(shrunk, full):
+    for (out_a, score_a, _), (out_b, score_b, _) in zip(shrunk, full):
         assert out_a == out_b and torch.allclose(score_a, score_b, atol=1e-5)
 
 
@@ -256,8 +284,8 @@ def test_n_best_lists_are_sorted_and_start_with_the_one_best():
     model = tiny()
     for p in model.parameters():
         p.data.normal_(0, 0.3)
-    one, one_score = beam_search(model, sources(), beam=4)
-    many, scores = beam_search(model, sources(), beam=4, n_best=3)
+    one, one_score, _ = beam_search(model, sources(), beam=4)
+    many, scores, _ = beam_search(model, sources(), beam=4, n_best=3)
     assert [n[0] for n in many] == [n[0] for n in one] and torch.allclose(scores[:, 0], one_score[:, 0])
     assert (scores[:, :-1] >= scores[:, 1:]).all() and all(len(n) == 3 for n in many)
 
@@ -357,7 +385,7 @@ def test_decoding_masks_in_fp32_are_additive_and_change_no_output(monkeypatch):
     additive = greedy_or_sample(model, src), beam_search(model, src, beam=3, n_best=2)
     monkeypatch.setattr(decode, "_additive", lambda mask: mask)
     boolean = greedy_or_sample(model, src), beam_search(model, src, beam=3, n_best=2)
-    for (out_a, score_a), (out_b, score_b) in zip(additive, boolean):
+    for (out_a, score_a, _), (out_b, score_b, _) in zip(additive, boolean):
         assert out_a == out_b and torch.equal(score_a, score_b)
 
 
@@ -424,7 +452,7 @@ def test_next_token_scores_in_slices_of_rows_change_no_output(monkeypatch):
     assert max(len(s) for s in slices) >= 9  # 16 sentences x 3 beams in slices of 5 or 6 rows
     for cut in slices:
         assert [i for s in cut for i in range(s.start, s.stop)] == list(range(cut[-1].stop))
-    for (out_a, score_a), (out_b, score_b) in zip(whole, sliced):
+    for (out_a, score_a, _), (out_b, score_b, _) in zip(whole, sliced):
         assert out_a == out_b and torch.allclose(score_a, score_b, rtol=0, atol=1e-5)
 
 

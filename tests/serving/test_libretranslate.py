@@ -57,6 +57,16 @@ def test_a_libretranslate_client_translates_detects_and_lists_the_pairs(server):
     assert languages["en"]["targets"] == ["de", "en"] and languages["de"]["name"] == "German"
 
 
+def test_each_translation_says_its_confidence_in_a_field_clients_pass_over(server):
+    sent = post(server, json={"q": ["le chat noir", "le chien blanc"], "source": "fr", "target": "en",
+                              "api_key": "good-key"})  # fmt: skip
+    answer = sent.json()
+    assert answer["translatedText"] == ["the black cat", "the white dog"]
+    assert len(answer["confidence"]) == 2 and all(0.0 <= c <= 1.0 for c in answer["confidence"])
+    one = post(server, json={"q": "le chat noir", "source": "fr", "target": "en", "api_key": "good-key"}).json()
+    assert one["confidence"] == answer["confidence"][0]
+
+
 def test_a_wrong_key_a_missing_key_and_an_unknown_pair_are_refused(server):
     with pytest.raises(urllib.error.HTTPError) as wrong:
         client(server, "bad-key").translate("le chat noir", "fr", "en")
@@ -102,7 +112,8 @@ def test_json_form_data_and_the_query_string_are_all_read_and_cors_is_open(serve
     fields = {"q": "le chat noir", "source": "fr", "target": "en", "api_key": "good-key"}
     for sent in (post(server, json=fields), post(server, data=fields), post(server, files={"x": ("", "")}, data=fields),
                  post(server, params=fields)):  # fmt: skip
-        assert sent.status_code == 200 and sent.json() == {"translatedText": "the black cat"}, sent.text
+        assert sent.status_code == 200 and sent.json()["translatedText"] == "the black cat", sent.text
+        assert set(sent.json()) == {"translatedText", "confidence"}
         assert sent.headers["access-control-allow-origin"] == "*"
     refused = post(server, json={"source": "fr", "target": "en", "api_key": "good-key"})
     assert refused.status_code == 400 and refused.json() == {"error": "Invalid request: missing q parameter"}
@@ -256,7 +267,7 @@ def test_a_form_that_repeats_q_gets_every_text_translated(server):
         ("api_key", "good-key"),
     ]
     sent = form(fields)
-    assert sent.status_code == 200 and sent.json() == {"translatedText": ["the black cat", "the white dog"]}, sent.text
+    assert sent.status_code == 200 and sent.json()["translatedText"] == ["the black cat", "the white dog"], sent.text
     twice = form([*fields, ("target", "de")])
     assert twice.status_code == 400 and "target is given 2 times" in twice.json()["error"], twice.text
 

@@ -93,6 +93,22 @@ def test_translations_come_back_in_order_and_match_the_command(server, run_dir):
     assert len(nbest) == 2 and nbest[0]["score"] >= nbest[1]["score"]
 
 
+def test_each_text_says_how_sure_it_is_and_a_server_threshold_withholds(server, run_dir):
+    answer = post(server, {"text": ["le chat noir\nle chien blanc", ""]}).json()
+    first = answer["confidence"][0]
+    assert len(first["sentences"]) == 2 and first["withheld"] == 0
+    assert first["confidence"] == min(s["confidence"] for s in first["sentences"])
+    words = first["sentences"][0]["words"]
+    assert [w["word"] for w in words] == answer["translations"][0].split()[: len(words)]
+    assert answer["confidence"][1] == {"confidence": 1.0, "withheld": 0, "sentences": []}
+    proc, url = start_server(run_dir, "--min-confidence", "1")  # nothing is that sure: all withheld
+    try:
+        strict = post(url, {"text": ["le chat noir"]}).json()
+    finally:
+        stop(proc)
+    assert strict["translations"] == ["le chat noir"] and strict["confidence"][0]["withheld"] == 1
+
+
 @pytest.mark.parametrize(
     "body, status, words",
     [
@@ -344,6 +360,7 @@ def stub_service(limits):
     from types import SimpleNamespace
 
     from mt.decode_options import DecodeOptions
+    from mt.inference.confidence import Confidence
     from mt.inference.search import Hypothesis
     from mt.serving.service import Pair, Service
 
@@ -355,6 +372,7 @@ def stub_service(limits):
         max_src_tokens=100,
         tokenizer=SlowTokenizer(),
         options=DecodeOptions(),
+        confidence=lambda sources, best: [Confidence(1.0) for _ in sources],
     )
     service = Service([], SimpleNamespace(), limits)
     service.pairs = {("fr", "en"): Pair("fr", "en", ["stub"], translator, SimpleNamespace(translate=translate))}

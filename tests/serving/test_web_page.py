@@ -55,7 +55,13 @@ def test_translate_from_the_page(run_dir, tmp_path):
         driver.find_element(By.CSS_SELECTOR, "input[value=greedy]").click()
         driver.find_element(By.ID, "translate").click()
         wait.until(lambda d: d.find_element(By.ID, "output").text.strip())
-        assert driver.find_element(By.ID, "output").text.splitlines() == ["the black cat", "the white dog"]
+        lines = driver.find_elements(By.CSS_SELECTOR, "#output > div")  # each: its confidence, then its words
+        assert [line.text.split(None, 1)[1] for line in lines] == ["the black cat", "the white dog"]
+        assert all(0.0 <= float(line.find_element(By.CLASS_NAME, "sure").text) <= 1.0 for line in lines)
+        words = lines[0].find_elements(By.CSS_SELECTOR, "span[title], mark[title]")
+        assert [w.text for w in words] == ["the", "black", "cat"]
+        assert all(w.get_attribute("title").startswith("confidence ") for w in words)
+        assert driver.find_element(By.ID, "legend").is_displayed()
         assert driver.find_element(By.ID, "timing").text.startswith("greedy: decoded in")
         assert driver.find_element(By.ID, "error").text == ""
         shot = tmp_path / "page.png"
