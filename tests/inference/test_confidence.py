@@ -13,13 +13,16 @@ from mt.inference.calibration import Sample, fit, fit_logistic, word_tags
 from mt.inference.confidence import (
     FILE,
     Calibrator,
+    Trust,
     copied_share,
     foreign_share,
     repeated_share,
     sentence_features,
     words_of,
 )
+from mt.inference.documents import translate_lines
 from mt.inference.translator import Translator
+from mt.translate import judged_lines
 
 M = "\u2581"
 
@@ -119,16 +122,20 @@ def test_translate_says_its_confidence_and_withholds_under_a_threshold(calibrate
     rows = [line.split("\t") for line in shown.stdout.splitlines()]
     assert len(rows) == 2 and all(0.0 <= float(score) <= 1.0 for score, _ in rows)
     assert [text for _, text in rows] == Translator.load(calibrated).translate(lines)
-    records = cli("mt.translate", "--model", str(calibrated), "--format", "jsonl", "--confidence", *lines)
-    first = json.loads(records.stdout.splitlines()[0])
-    assert first["source"] == lines[0] and first["words"] and {"word", "confidence"} <= set(first["words"][0])
     withheld = cli("mt.translate", "--model", str(calibrated), "--min-confidence", "1", *lines)
     assert withheld.stdout.splitlines() == lines  # nothing reaches certainty: each kept in its source language
     assert "2 of 2 sentences under confidence 1" in withheld.stderr
-    dropped = cli("mt.translate", "--model", str(calibrated), "--min-confidence", "1", "--withheld", "drop", *lines)
-    assert dropped.stdout.splitlines() == ["", ""]
-    kept = cli("mt.translate", "--model", str(calibrated), "--min-confidence", "0", *lines)
-    assert kept.stdout == cli("mt.translate", "--model", str(calibrated), *lines).stdout
+    # the rest in this process, through what the command calls
+    translator = Translator.load(calibrated)
+    judged = translate_lines(translator, lines, translator.options, trust=Trust())
+    first = json.loads(judged_lines(lines, judged, "jsonl", True).splitlines()[0])
+    assert first["source"] == lines[0] and first["translation"] == [text for _, text in rows][0]
+    assert first["words"] and {"word", "confidence"} <= set(first["words"][0])
+    assert first["confidence"] == pytest.approx(float(rows[0][0]), abs=0.006)
+    dropped = translate_lines(translator, lines, translator.options, trust=Trust(1.0, "drop"))
+    assert dropped.lines == ["", ""] and dropped.withheld == 2
+    kept = translate_lines(translator, lines, translator.options, trust=Trust(0.0))
+    assert kept.lines == translator.translate(lines) and kept.withheld == 0
 
 
 def test_a_calibrator_of_another_model_is_refused_in_one_line(calibrated, tmp_path):
