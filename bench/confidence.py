@@ -12,6 +12,9 @@ For each test set, with the recipe's decoding (beam 5):
 - injected failures: a tenth of the outputs replaced by a loop, a copy of the source or another
   sentence's source, each scored by the model: the share of them under 0.5, and of the rest;
 - abstaining: corpus BLEU of the 80% most confident sentences against all of them;
+- what each figure could be on this model: the share of sentences under chrF 30 (what a calibrated
+  score flags), always-bad's word F1, and abstaining by the mean log-probability and by the truth
+  (each sentence's chrF, and its BLEU): the oracles no confidence can beat;
 - cost: seconds of beam search, and of the confidence after it (features, detectors, regressions).
 Writes bench/results/confidence.json.
 """
@@ -30,6 +33,7 @@ from sacrebleu.metrics import BLEU
 
 from mt.data.corpora import columns, load_pairs, spec_label
 from mt.inference.calibration import (
+    ACCEPTABLE_CHRF,
     AT_TRAINING_END,
     Sample,
     calibrate_run,
@@ -71,6 +75,7 @@ def word_figures(samples: list[Sample], judged, rule_judged) -> dict:
         "f1_bad": round(bad_f1(calibrated, truth), 4),
         "f1_bad_untrained": round(bad_f1(rule, truth), 4),
         "f1_bad_always_ok": 0.0,
+        "f1_bad_always_bad": round(bad_f1([True] * len(truth), truth), 4),
     }
 
 
@@ -102,6 +107,24 @@ def abstaining(samples: list[Sample], scores: list[float], share: float = 0.2) -
     return {"bleu_all": round(whole, 2), "bleu_most_confident_80": round(kept, 2), "gain": round(kept - whole, 2)}
 
 
+def ceilings(samples: list[Sample], rows: list[int], chrf: list[float], mean_logprob: list[float]) -> dict:
+    """What the figures could be on this model's outputs: the share a calibrated score flags, and
+    the BLEU gained by abstaining on the mean log-probability and on the truth (oracles)."""
+    by_row = {i: n for n, i in enumerate(rows)}
+
+    def ranked(values: list[float]) -> list[float]:  # an empty output ranks last
+        return [values[by_row[i]] if i in by_row else float("-inf") for i in range(len(samples))]
+
+    sentence_bleu = BLEU(effective_order=True)
+    truth_bleu = [sentence_bleu.sentence_score(samples[i].text, [samples[i].reference]).score for i in rows]
+    return {
+        "unacceptable_share": round(sum(c < ACCEPTABLE_CHRF for c in chrf) / max(len(chrf), 1), 4),
+        "gain_mean_logprob": abstaining(samples, ranked(mean_logprob))["gain"],
+        "gain_oracle_chrf": abstaining(samples, ranked(chrf))["gain"],
+        "gain_oracle_sentence_bleu": abstaining(samples, ranked(truth_bleu))["gain"],
+    }
+
+
 def measure(translator, spec: str, calibrator: Calibrator) -> dict:
     d = translator.cfg.data
     src, ref = columns(load_pairs(spec, "test", d.src_lang, d.tgt_lang), "src", "tgt")
@@ -123,6 +146,7 @@ def measure(translator, spec: str, calibrator: Calibrator) -> dict:
         **word_figures(samples, judged, assess(translator, src, best, Calibrator.untrained())),
         **injected_figures(translator, samples, calibrator),
         **abstaining(samples, [c.score for c in judged]),
+        **ceilings(samples, rows, chrf, mean_logprob),
         "decode_s": round(decode_s, 2),
         "confidence_s": round(confidence_s, 2),
         "confidence_cost": round(confidence_s / decode_s, 4),
