@@ -11,6 +11,8 @@ a process of its own.
                                                         # a random-weight model (bench/opus_shape.py) never ends
     python bench/decode.py --model runs/opus-mt-fr-en --engines "mt int8,transformers fp32"   # an imported
                                                         # OPUS-MT model against transformers' own generate
+    python bench/decode.py --model runs/fr_en_general runs/fr_en_student --test newstest:newstest2013 \
+        --engines "mt int8,mt int8 + shortlist" --peer "mt int8"   # a student against its teacher
 
 Both engines decode `--workers` batches at once (default: one per intra-op thread, mt's own default
 on a CPU; CTranslate2's inter_threads), the threads shared out between them. The `mt int8
@@ -19,8 +21,9 @@ before the clock as CTranslate2's model is loaded before it. Each round runs eve
 engine once, in turn, so that a slow minute of a shared machine hits all of them alike; each row
 keeps its fastest round. mt's rows run on tcmalloc where it is installed, as `mt.translate` does
 (mt/cpu/allocator.py); CTranslate2's on the C library's malloc, as its own users run it. Prints
-seconds, sentences/s, BLEU and the ratio to CTranslate2 int8 for each row, from the fastest rounds
-and paired (the median of the rounds' own ratios, steadier on a shared machine), and writes
+seconds, sentences/s, BLEU and the time over the peer row's for each row (`--peer`, CTranslate2 int8
+unless named; with several runs, the peer engine on the first run), from the fastest rounds and
+paired (the median of the rounds' own ratios, steadier on a shared machine), and writes
 bench/results/decode.json (`--out`). Each row also says its process's peak memory and its weights' size
 on disk (mt's checkpoint; CTranslate2's export). Rows named "+ shortlist" decode with the run's
 shortlist (python -m mt.shortlist); the others without it. For one thread, run under
@@ -144,34 +147,38 @@ def first_test_set(cfg):
 
 
 def engine_rows(args) -> list[dict]:
-    """Greedy and beam-5 rows of one engine (this process runs no other: CTranslate2's thread pool
-    and PyTorch's slowed each other by up to a quarter when they shared a 2-core machine's process)."""
-    cfg = Translator.load(args.model, "cpu").cfg  # the recipe only: the engine loads below
-    args.test = args.test or first_test_set(cfg)
+    """Greedy and beam-5 rows of one engine on one run, `args.run` (this process runs no other:
+    CTranslate2's thread pool and PyTorch's slowed each other by up to a quarter when they shared a
+    2-core machine's process). Every run decodes the first run's test set."""
+    cfg = Translator.load(args.run, "cpu").cfg  # the recipe only: the engine loads below
+    args.test = args.test or first_test_set(Translator.load(args.model[0], "cpu").cfg)
     src, ref = columns(load_pairs(args.test, "test", cfg.data.src_lang, cfg.data.tgt_lang), "src", "tgt")
     src, ref = src[: args.limit], ref[: args.limit]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        translator = load_engine(args.engine, args.model, Path(tmp), args.workers, args.device)
+        translator = load_engine(args.engine, args.run, Path(tmp), args.workers, args.device)
         ct2 = args.engine.startswith("CTranslate2")
         shortlist = args.engine.endswith("+ shortlist")
         if shortlist and not (translator.vmap if ct2 else translator.shortlist is not None):
-            make = f"python -m mt.shortlist {args.model}"
-            raise UserError(f"{args.model} has no shortlist for the '{args.engine}' row; make one: {make}")
-        source_tokens = sum(len(ids) for ids in load_tokenizer(Path(args.model)).encode_batch(src))
+            make = f"python -m mt.shortlist {args.run}"
+            raise UserError(f"{args.run} has no shortlist for the '{args.engine}' row; make one: {make}")
+        source_tokens = sum(len(ids) for ids in load_tokenizer(Path(args.run)).encode_batch(src))
         for beam in (1, 5):
             options = DecodeOptions(
                 beam=beam, length_penalty=cfg.decode.length_penalty, max_len=args.max_len, shortlist=shortlist
             )
             seconds, hyp = timed(translator, src, options, args.batch_size, args.repeat)
             bleu = round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2)
-            rows.append({"engine": args.engine, "decoding": options.name, "seconds": round(seconds, 4), "bleu": bleu})
+            rows.append(
+                {"model": args.run, "engine": args.engine, "decoding": options.name, "seconds": round(seconds, 4)}
+            )
+            rows[-1]["bleu"] = bleu
             rows[-1] |= {"sentences": len(src), "test": args.test, "output_words": sum(len(h.split()) for h in hyp)}
             rows[-1]["source_tokens"] = source_tokens  # the run's own pieces, whatever the engine's tokenizer
             rows[-1]["allocator"] = allocator.active()
             print(f"{args.engine:<27} {options.name:<7} {seconds:7.2f} s", file=sys.stderr)
         # the weights as stored: CTranslate2's export (with its vmap), or mt's checkpoint
-        disk_mb = round(disk_bytes(Path(tmp) / args.engine.split()[1] if ct2 else Path(args.model) / BEST) / 2**20, 1)
+        disk_mb = round(disk_bytes(Path(tmp) / args.engine.split()[1] if ct2 else Path(args.run) / BEST) / 2**20, 1)
     for row in rows:  # and the process's peak memory, over both beams
         row |= {"peak_rss_mb": round(peak_rss_bytes() / 2**20), "disk_mb": disk_mb}
     return rows
@@ -186,17 +193,17 @@ def disk_bytes(path: Path) -> int:
 
 
 def fastest_rounds(args) -> list[dict]:
-    """Every engine's rows, `args.rounds` times in turn, each in a fresh process; per row the
-    fastest round, with all rounds' seconds beside it."""
+    """Every run's and engine's rows, `args.rounds` times in turn, each in a fresh process; per row
+    the fastest round, with all rounds' seconds beside it."""
     best: dict[tuple, dict] = {}
     for _ in range(args.rounds):
-        for name in args.engines:
-            argv = [sys.executable, __file__, *sys.argv[1:], "--engine", name]
+        for run, name in ((run, name) for run in args.model for name in args.engines):
+            argv = [sys.executable, __file__, *sys.argv[1:], "--engine", name, "--run", run]
             engine = subprocess.run(argv, stdout=subprocess.PIPE)
             if engine.returncode:  # its one-line error is already on stderr
                 sys.exit(engine.returncode)
             for row in json.loads(engine.stdout):
-                key = (row["engine"], row["decoding"])
+                key = (row["model"], row["engine"], row["decoding"])
                 rounds = best.get(key, {}).get("rounds", []) + [row["seconds"]]
                 if key not in best or row["seconds"] < best[key]["seconds"]:
                     best[key] = row
@@ -215,7 +222,12 @@ def paired_ratio(seconds: list[float], peer_seconds: list[float]) -> float:
 @cli_entry
 def main(argv=None):
     p = argparse.ArgumentParser()
-    p.add_argument("--model", default="runs/fr_en")
+    p.add_argument(
+        "--model",
+        nargs="+",
+        default=["runs/fr_en"],
+        help="one run, or several (a teacher, its student): the first holds the peer row",
+    )
     p.add_argument(
         "--test",
         type=corpus_spec,
@@ -237,7 +249,9 @@ def main(argv=None):
         "transformers fp32)",
     )
     known = ENGINES + SHORTLIST_ENGINES + GPU_ENGINES + IMPORTED_ONLY
+    p.add_argument("--peer", choices=known, default=PEER, help=f"the first run's row times are taken against ({PEER})")
     p.add_argument("--engine", choices=known, help=argparse.SUPPRESS)  # one engine's rows, as JSON
+    p.add_argument("--run", help=argparse.SUPPRESS)  # ... on this one run
     args = p.parse_args(argv)
     args.workers = args.workers or (torch.get_num_threads() if args.device == "cpu" else 1)
     args.engines = args.engines or (ENGINES if args.device == "cpu" else GPU_ENGINES[:1])
@@ -254,25 +268,35 @@ def main(argv=None):
     for row in rows:
         row["sentences_per_s"] = round(src_count / row["seconds"], 1)
         row["source_tokens_per_s"] = round(row["source_tokens"] / row["seconds"])
-    for row in rows:
-        peer = next((r for r in rows if r["engine"] == PEER and r["decoding"] == row["decoding"]), None)
-        row["vs_ctranslate2_int8"] = round(row["seconds"] / peer["seconds"], 2) if peer else None
-        row["vs_ctranslate2_int8_paired"] = paired_ratio(row["rounds"], peer["rounds"]) if peer else None
+        add_peer_ratios(row, rows, args.model[0], args.peer)
     hardware = describe(torch.device(args.device))
     print(
         f"\n{src_count} sentences of {args.test}, batch {args.batch_size}, {args.workers} worker(s), "
-        f"best of {args.rounds} round(s), {hardware}"
+        f"best of {args.rounds} round(s), {hardware}; times against {args.peer} on {args.model[0]}"
     )
-    head = f"{'engine':<30}{'decoding':<9}{'seconds':>9}{'sent/s':>9}{'src tok/s':>10}{'BLEU':>7}"
-    head += f"{'x CT2 int8':>12}{'paired':>8}"
-    print(head + f"{'RSS MB':>8}{'disk MB':>9}  malloc")
-    for r in rows:
-        ratios = (r["vs_ctranslate2_int8"], r["vs_ctranslate2_int8_paired"])
-        ratio, paired = (f"{x:.2f}" if x is not None else "n/a" for x in ratios)
-        line = f"{r['engine']:<30}{r['decoding']:<9}{r['seconds']:>9.2f}{r['sentences_per_s']:>9.1f}"
-        line += f"{r['source_tokens_per_s']:>10,}{r['bleu']:>7.2f}"
-        print(line + f"{ratio:>12}{paired:>8}{r['peak_rss_mb']:>8}{r['disk_mb']:>9}  {r['allocator']}")
+    print_rows(rows, several_runs=len(args.model) > 1)
     write_results(args, rows, src_count, hardware)
+
+
+def add_peer_ratios(row: dict, rows: list[dict], peer_run: str, peer_engine: str) -> None:
+    """The row's time over the peer row's (the peer engine on the first run, the same decoding):
+    under 1 is faster. None where the peer did not run."""
+    key = (peer_run, peer_engine, row["decoding"])
+    peer = next((r for r in rows if (r["model"], r["engine"], r["decoding"]) == key), None)
+    row["vs_peer"] = round(row["seconds"] / peer["seconds"], 2) if peer else None
+    row["vs_peer_paired"] = paired_ratio(row["rounds"], peer["rounds"]) if peer else None
+
+
+def print_rows(rows: list[dict], several_runs: bool) -> None:
+    name = (lambda r: f"{Path(r['model']).name}: {r['engine']}") if several_runs else (lambda r: r["engine"])
+    width = max(30, max(len(name(r)) for r in rows) + 2)
+    head = f"{'engine':<{width}}{'decoding':<9}{'seconds':>9}{'sent/s':>9}{'src tok/s':>10}{'BLEU':>7}"
+    print(head + f"{'x peer':>8}{'paired':>8}{'RSS MB':>8}{'disk MB':>9}  malloc")
+    for r in rows:
+        ratio, paired = (f"{x:.2f}" if x is not None else "n/a" for x in (r["vs_peer"], r["vs_peer_paired"]))
+        line = f"{name(r):<{width}}{r['decoding']:<9}{r['seconds']:>9.2f}{r['sentences_per_s']:>9.1f}"
+        line += f"{r['source_tokens_per_s']:>10,}{r['bleu']:>7.2f}"
+        print(line + f"{ratio:>8}{paired:>8}{r['peak_rss_mb']:>8}{r['disk_mb']:>9}  {r['allocator']}")
 
 
 def write_results(args, rows: list[dict], src_count: int, hardware: str) -> None:
@@ -282,7 +306,7 @@ def write_results(args, rows: list[dict], src_count: int, hardware: str) -> None
         ct2_version = ctranslate2.__version__
     except ImportError:  # mt's rows alone need no CTranslate2
         ct2_version = None
-    keys = ("model", "test", "batch_size", "workers", "rounds", "device", "max_len")
+    keys = ("model", "test", "batch_size", "workers", "rounds", "device", "max_len", "peer")
     summary = {key: getattr(args, key) for key in keys} | {"sentences": src_count, "hardware": hardware}
     summary |= {"torch": torch.__version__, "ctranslate2": ct2_version, "rows": rows}
     out = Path(args.out)

@@ -197,19 +197,38 @@ def test_decode_bench_times_the_engines_asked_for_on_the_runs_test_set(run_dir, 
     assert data["device"] == "cpu" and data["sentences"] == 8 and data["test"]["data_files"]["fr"].endswith("c.fr")
     rows = {(r["engine"], r["decoding"]): r for r in data["rows"]}
     assert set(rows) == {(e, d) for e in engines for d in ("greedy", "beam5")}
-    assert all(rows["CTranslate2 int8", d]["vs_ctranslate2_int8"] == 1.0 for d in ("greedy", "beam5"))
-    assert all(rows["CTranslate2 int8", d]["vs_ctranslate2_int8_paired"] == 1.0 for d in ("greedy", "beam5"))
-    assert all(r["seconds"] > 0 and r["vs_ctranslate2_int8"] > 0 for r in rows.values())
+    assert all(rows["CTranslate2 int8", d]["vs_peer"] == 1.0 for d in ("greedy", "beam5"))
+    assert all(rows["CTranslate2 int8", d]["vs_peer_paired"] == 1.0 for d in ("greedy", "beam5"))
+    assert all(r["seconds"] > 0 and r["vs_peer"] > 0 for r in rows.values())
 
     alone = run_bench(script, "--model", str(run_dir), "--engines", "mt", "--limit", "8", "--max-len", "1", out=out)
     assert alone.returncode == 0, alone.stderr
     data = json.loads(out.read_text())
-    assert all(r["vs_ctranslate2_int8"] is None and r["vs_ctranslate2_int8_paired"] is None for r in data["rows"])
+    assert all(r["vs_peer"] is None and r["vs_peer_paired"] is None for r in data["rows"])
     assert data["max_len"] == 1 and all(r["output_words"] <= r["sentences"] for r in data["rows"])  # one piece each
     assert " n/a" in alone.stdout
 
     refused = run_bench(script, "--model", str(run_dir), "--engines", "mt,bogus", out=out)
     assert refused.returncode == 2 and "unknown engine(s) ['bogus']" in refused.stderr
+
+
+@pytest.mark.slow
+def test_decode_bench_times_a_student_against_its_teachers_row(run_dir, tmp_path):
+    """With several runs, every run decodes the first run's test set and each row's time is taken
+    against the peer engine on the first run: a copy of the teacher, its own peer's equal, comes
+    out near 1 against it, and the rows say which run they are."""
+    student = shutil.copytree(run_dir, tmp_path / "student")
+    out, script = tmp_path / "decode.json", str(Path("bench/decode.py").resolve())
+    args = ("--model", str(run_dir), str(student), "--engines", "mt int8", "--peer", "mt int8", "--limit", "8")
+    result = run_bench(script, *args, out=out)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    rows = {(Path(r["model"]).name, r["decoding"]): r for r in data["rows"]}
+    assert set(rows) == {(m, d) for m in (run_dir.name, "student") for d in ("greedy", "beam5")}
+    assert all(rows[run_dir.name, d]["vs_peer"] == 1.0 for d in ("greedy", "beam5"))
+    assert all(rows["student", d]["bleu"] == rows[run_dir.name, d]["bleu"] for d in ("greedy", "beam5"))
+    assert all(0.2 < rows["student", d]["vs_peer_paired"] < 5 for d in ("greedy", "beam5"))
+    assert data["peer"] == "mt int8" and "student: mt int8" in result.stdout
 
 
 def test_decode_bench_pairs_each_round_with_the_peers_same_round():
