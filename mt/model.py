@@ -37,8 +37,9 @@ class KVCache:
 
     Stored (B, L, H, K): each row's filled positions are one contiguous block, so the copies of
     beam search's reordering are one memcpy per row, not one per head. The buffer starts with
-    room for `initial` positions and doubles when full, up to `max_len`: outputs mostly end long
-    before their length limit, and a buffer sized for the limit held several times the memory."""
+    room for `initial` positions and grows by half when full, up to `max_len`: outputs mostly end
+    long before their length limit, so a buffer sized for the limit held several times the memory,
+    and one that doubled held a third more than growing by half, for the same speed."""
 
     def __init__(self, batch: int, n_head: int, max_len: int, head_dim: int, device, dtype, initial: int | None = None):
         room = max_len if initial is None else min(initial, max_len)
@@ -59,7 +60,7 @@ class KVCache:
         return self.keys_values()
 
     def _grow(self, length: int) -> None:
-        room = min(self.max_len, max(length, 2 * self.k.size(1)))
+        room = min(self.max_len, max(length, math.ceil(CACHE_GROWTH * self.k.size(1))))
         if length > room:
             raise ValueError(f"position {length} is beyond the cache's {self.max_len} positions")
         k = self.k.new_empty(self.k.size(0), room, *self.k.shape[2:])
@@ -94,7 +95,10 @@ class KVCache:
             self.k, self.v = self.k[:rows], self.v[:rows]
 
 
-CACHE_START = 32  # positions a self-attention cache holds before it first grows
+# A self-attention cache's first room, and how much larger each new one is: it grows on the rows
+# still decoding, so a late, small growth costs less than an early, large one.
+CACHE_START = 16
+CACHE_GROWTH = 1.5
 
 
 # Keys up to this many go through _matmul_attention under bf16 on CPU; longer ones through the

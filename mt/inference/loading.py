@@ -9,6 +9,7 @@ import torch
 
 from mt.checkpoint import fit_weights, load_checkpoint, run_checkpoint
 from mt.config import Config, config_from_dict
+from mt.cpu import heap
 from mt.data.tokenizer import Tokenizer, load_tokenizer
 from mt.errors import UserError
 from mt.inference.quantize import quantize_int8
@@ -53,4 +54,6 @@ def load_models(run_dirs, device: torch.device, quantize: str | None):
                 f"{run_dir} has another vocabulary than {run_dirs[0]}; an ensemble needs one shared tokenizer"
             )
     models = [quantize_int8(model) if quantize == "int8" else model for _, _, model in loaded]
+    del loaded
+    heap.give_back()  # the checkpoints read and, with int8, the fp32 weights replaced
     return cfg, tokenizer, models

@@ -118,11 +118,13 @@ def _onednn_where_faster(model: nn.Module) -> nn.Module:
 
 def quantize_int8(model: nn.Module) -> nn.Module:
     """Weights to int8, activations quantized on the fly, cross-attention's key and value projection
-    included (CTranslate2's int8 quantizes it too)."""
+    included (CTranslate2's int8 quantizes it too). In place: the fp32 layers are replaced, not
+    copied first, so loading an int8 model never holds two fp32 copies at once."""
     if next(model.parameters()).device.type != "cpu":
         raise UserError("--quantize int8 is for CPU inference; drop it or use --device cpu")
     _split_cross_projections(model)
     names = {name for name, m in model.named_modules() if isinstance(m, nn.Linear) and not name.endswith("cross.qkv")}
     with warnings.catch_warnings():  # PyTorch marks its quantized tensor types as deprecated
         warnings.simplefilter("ignore")
-        return _onednn_where_faster(_thin(torch.ao.quantization.quantize_dynamic(model, names, dtype=torch.qint8)))
+        quantized = torch.ao.quantization.quantize_dynamic(model, names, dtype=torch.qint8, inplace=True)
+    return _onednn_where_faster(_thin(quantized))

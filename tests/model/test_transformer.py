@@ -69,6 +69,19 @@ def test_padding_never_changes_logits(positions):
     assert torch.allclose(a, b, atol=1e-5)
 
 
+def test_a_cache_grows_by_half_its_room_keeps_every_position_and_stops_at_its_limit():
+    cache = KVCache(batch=2, n_head=2, max_len=30, head_dim=3, device="cpu", dtype=torch.float32, initial=8)
+    keys = torch.randn(2, 30, 2, 3)
+    rooms = []
+    for t in range(30):
+        k, v = cache.append(keys[:, t : t + 1], -keys[:, t : t + 1])
+        rooms.append(cache.k.size(1))
+    assert sorted(set(rooms)) == [8, 12, 18, 27, 30]  # half as much again each time, then the limit
+    assert torch.equal(k, keys.transpose(1, 2)) and torch.equal(v, -keys.transpose(1, 2))
+    with pytest.raises(ValueError, match="beyond the cache's 30 positions"):
+        cache.append(keys[:, :1], keys[:, :1])
+
+
 def test_cached_incremental_decoding_equals_full_forward():
     model = tiny()
     src = collate([[5, 6, 7], [4, 5, 6, 7, 8]], [[1]])["src"]
