@@ -55,6 +55,7 @@ import torch
 import yaml
 
 from mt.checkpoint import BEST, load_checkpoint
+from mt.config import read_run_config
 from mt.cpu import allocator
 from mt.data.corpora import columns, load_pairs
 from mt.data.tokenizer import load_tokenizer
@@ -150,8 +151,8 @@ def engine_rows(args) -> list[dict]:
     """Greedy and beam-5 rows of one engine on one run, `args.run` (this process runs no other:
     CTranslate2's thread pool and PyTorch's slowed each other by up to a quarter when they shared a
     2-core machine's process). Every run decodes the first run's test set."""
-    cfg = Translator.load(args.run, "cpu").cfg  # the recipe only: the engine loads below
-    args.test = args.test or first_test_set(Translator.load(args.model[0], "cpu").cfg)
+    cfg = read_run_config(Path(args.run) / "config.yaml")  # the recipe only: the engine loads below
+    args.test = args.test or first_test_set(read_run_config(Path(args.model[0]) / "config.yaml"))
     src, ref = columns(load_pairs(args.test, "test", cfg.data.src_lang, cfg.data.tgt_lang), "src", "tgt")
     src, ref = src[: args.limit], ref[: args.limit]
     rows = []
@@ -169,11 +170,9 @@ def engine_rows(args) -> list[dict]:
             )
             seconds, hyp = timed(translator, src, options, args.batch_size, args.repeat)
             bleu = round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2)
-            rows.append(
-                {"model": args.run, "engine": args.engine, "decoding": options.name, "seconds": round(seconds, 4)}
-            )
-            rows[-1]["bleu"] = bleu
-            rows[-1] |= {"sentences": len(src), "test": args.test, "output_words": sum(len(h.split()) for h in hyp)}
+            rows.append({"model": args.run, "engine": args.engine, "decoding": options.name})
+            rows[-1] |= {"seconds": round(seconds, 4), "bleu": bleu, "sentences": len(src), "test": args.test}
+            rows[-1]["output_words"] = sum(len(h.split()) for h in hyp)
             rows[-1]["source_tokens"] = source_tokens  # the run's own pieces, whatever the engine's tokenizer
             rows[-1]["allocator"] = allocator.active()
             print(f"{args.engine:<27} {options.name:<7} {seconds:7.2f} s", file=sys.stderr)

@@ -39,7 +39,7 @@ class KVCache:
     beam search's reordering are one memcpy per row, not one per head. The buffer starts with
     room for `initial` positions and grows by half when full, up to `max_len`: outputs mostly end
     long before their length limit, so a buffer sized for the limit held several times the memory,
-    and one that doubled held a third more than growing by half, for the same speed."""
+    and one that doubled overshot further than growing by half, for no speed (docs/results.md)."""
 
     def __init__(self, batch: int, n_head: int, max_len: int, head_dim: int, device, dtype, initial: int | None = None):
         room = max_len if initial is None else min(initial, max_len)
